@@ -94,10 +94,10 @@ Status internal_error(const Parts&... parts) {
 #define KVRT_STATUS_CONCAT(a, b) KVRT_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is an error.
-#define KVRT_RETURN_IF_ERROR(expr)                                   \
-  do {                                                               \
-    ::kvrt::Status kvrt_status_ = (expr);                            \
-    if (!kvrt_status_.ok()) return kvrt_status_;                     \
+#define KVRT_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kvrt::Status kvrt_status_ = (expr);        \
+    if (!kvrt_status_.ok()) return kvrt_status_; \
   } while (0)
 
 // Returns `status_expr` when `cond` is false.

@@ -59,8 +59,8 @@ TEST(DType, Bf16KnownValues) {
 TEST(DType, F16KnownValues) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
-  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);   // largest finite
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);   // rounds to infinity
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);       // largest finite
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);       // rounds to infinity
   EXPECT_EQ(f32_to_f16(5.9604645e-8f), 0x0001);  // smallest subnormal 2^-24
   EXPECT_EQ(f16_to_f32(0x0001), 5.9604645e-8f);
   EXPECT_EQ(f16_to_f32(0x3555), 0.333251953125f);

@@ -33,7 +33,9 @@ TEST(Shape, NumelOverflowIsAnError) {
   EXPECT_EQ(count.status().code(), ErrorCode::kInvalidArgument);
 }
 
-TEST(Shape, NegativeDimIsAnError) { EXPECT_FALSE((Shape{2, -1}.numel().ok())); }
+TEST(Shape, NegativeDimIsAnError) {
+  EXPECT_FALSE((Shape{2, -1}.numel().ok()));
+}
 
 TEST(Shape, RankAboveMaximumIsRejected) {
   std::vector<int64_t> dims(Shape::kMaxRank + 1, 1);
