@@ -1,0 +1,69 @@
+// The engine interface: what the engine delegate drives. An engine is built from a
+// partition's payload (its subgraph) plus the program's weights; it exposes named I/O
+// tensors, states which input each output aliases, takes addresses, and enqueues.
+// The CPU engine (engine/cpu) is the reference; a CUDA engine plugs in behind the same
+// interface without changes to the delegate.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvrt/core/result.h"
+#include "kvrt/core/tensor.h"
+#include "kvrt/graph/graph.h"
+
+namespace kvrt::engine {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<graph::Dim> shape;
+};
+
+// Weights live once in the program's weight segment; engines look them up by name and
+// must not copy them on the host (a device engine uploads them once at build).
+class WeightProvider {
+ public:
+  virtual ~WeightProvider() = default;
+  // A host view of the named weight (dtype and shape as stored), or NotFound.
+  virtual Result<TensorView> weight(std::string_view name) const = 0;
+};
+
+// Opaque stream handle: cudaStream_t for CUDA engines, ignored by the CPU engine.
+using StreamHandle = void*;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual Device device() const = 0;
+  // I/O in the engine's own order (the order of the partition subgraph's inputs and
+  // outputs); the delegate maps blob bindings to these by name.
+  virtual std::span<const TensorInfo> inputs() const = 0;
+  virtual std::span<const TensorInfo> outputs() const = 0;
+  // The engine's own statement of which input an output writes in place (C1, C3):
+  // derived from its ops (kv_cache_write), not from any metadata.
+  virtual std::optional<std::string> aliased_input(std::string_view output_name) const = 0;
+
+  // Binds the storage and the actual shape of a tensor for the next enqueue.
+  virtual Status set_tensor(std::string_view name, void* data, const Shape& shape) = 0;
+  // Runs the subgraph with the bound tensors on `stream` (CPU: synchronously).
+  virtual Status enqueue(StreamHandle stream) = 0;
+  // Output shape after enqueue (dynamic outputs), or an error naming the output.
+  virtual Result<Shape> output_shape(std::string_view name) const = 0;
+};
+
+struct EngineOptions {
+  Device device = Device::cpu();
+};
+
+// Builds an engine for the device in `options` from a partition payload.
+using EngineBuilder = Result<std::unique_ptr<Engine>> (*)(std::span<const std::byte> payload,
+                                                          const WeightProvider& weights,
+                                                          const EngineOptions& options);
+
+}  // namespace kvrt::engine
