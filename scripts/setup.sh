@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs kvrt's build dependencies (Debian/Ubuntu packages) and builds kvrt.
+# Idempotent and quiet when everything is already installed.
+#   scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=${1:-build}
+shift || true
+
+packages=(build-essential cmake ninja-build pkg-config git
+          nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libpcre2-dev clang libclang-rt-14-dev clang-format)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The CUDA toolkit is optional: without nvcc kvrt builds its CPU engine only.
+if [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+fi
+cmake --build "$build_dir" -j "$(nproc)"
