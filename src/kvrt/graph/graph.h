@@ -39,6 +39,10 @@ enum class ValueKind : uint8_t {
   kIntermediate,  // produced by a node
 };
 
+// "input", "parameter", "buffer", "intermediate": the spelling in the JSON form.
+std::string_view value_kind_name(ValueKind kind);
+Result<ValueKind> parse_value_kind(std::string_view name);
+
 struct Value {
   std::string name;  // unique in the graph; parameters use the checkpoint tensor name
   DType dtype = DType::kF32;
@@ -62,6 +66,17 @@ struct BufferMutation {
   ValueId updated = -1;
 };
 
+// A method graph, or a partition's subgraph. Rules that validate() enforces:
+// - value names and node names are non-empty and unique; shapes have rank <= 6; a
+//   static dim has size >= 0, a dynamic one size -1 and 0 <= min <= max;
+// - every kIntermediate value has exactly one producer, which comes before every
+//   node that reads it; node outputs are kIntermediate values;
+// - `inputs` lists every kInput value once, and may also list kBuffer values (a
+//   partition subgraph receives the caches it updates as inputs); never a parameter;
+// - every `kv_cache_write` writes a kBuffer value (its input 0), at most one write per
+//   buffer, and its output is declared by exactly one mutation {buffer, updated};
+//   conversely every mutation names such a pair. After the write, nodes read the
+//   updated value, never the stale buffer value.
 struct Graph {
   std::vector<Value> values;
   std::vector<Node> nodes;  // topological order
@@ -69,14 +84,27 @@ struct Graph {
   std::vector<ValueId> outputs;  // user outputs (logits)
   std::vector<BufferMutation> mutations;
 
+  // Appends a value and returns its id. Does not check the name (validate() does).
   ValueId add_value(Value value);
   std::optional<ValueId> find_value(std::string_view name) const;
-  // Structural checks: ids in range, single producer, topological order, mutation
-  // pairs consistent. Errors name the node or value.
+  // Structural checks listed above. Errors (InvalidProgram) name the node or value.
   Status validate() const;
 };
 
+// The JSON form (the engine payload inside a delegate blob):
+//   {"format": "kvrt.graph", "version": 1,
+//    "values": [{"name", "dtype": "f32", "kind": "input",
+//                "shape": [4, {"symbol": "T", "min": 1, "max": 128}]}, ...],
+//    "nodes": [{"name", "op", "inputs": [value ids], "outputs": [ids],
+//               "attributes": {...}}, ...],
+//    "inputs": [ids], "outputs": [ids], "mutations": [{"buffer": id, "updated": id}]}
+// Static dims are integers, dynamic dims objects. Value ids index "values".
 nlohmann::json to_json(const Graph& graph);
+// Parses and validates (validate()). Unknown or missing fields, wrong types and
+// out-of-range numbers are InvalidProgram errors naming the field ("nodes[3].inputs[1]").
+// Never throws.
 Result<Graph> graph_from_json(const nlohmann::json& json);
+// Same, from text (bad JSON is an error naming `source`, e.g. the blob).
+Result<Graph> graph_from_json_text(std::string_view text, std::string_view source = "graph");
 
 }  // namespace kvrt::graph
