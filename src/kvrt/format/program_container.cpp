@@ -1,0 +1,247 @@
+// Container I/O for program and engine files. The writer never leaves a half-written
+// file at the destination: everything goes into a temporary file in the same directory
+// that is renamed into place only after the last byte is in; any failure unlinks it.
+#include "kvrt/format/program_container.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <limits>
+
+#include "kvrt/format/program_json.h"
+
+namespace kvrt::format::detail {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the file format is little-endian");
+
+constexpr std::string_view kSupportedFeatures[] = {kProgramFeatureAliasedIo};
+constexpr int kMaxJsonDepth = 64;
+
+// Header field offsets (docs/program-format.md).
+constexpr size_t kVersionMajorAt = 8, kVersionMinorAt = 10, kHeaderSizeAt = 12;
+constexpr size_t kMetadataOffsetAt = 16, kMetadataSizeAt = 24, kBlobsOffsetAt = 32;
+constexpr size_t kBlobsSizeAt = 40, kWeightsOffsetAt = 48, kWeightsSizeAt = 56;
+
+template <typename T>
+void put(std::byte* base, size_t at, T value) {
+  std::memcpy(base + at, &value, sizeof(T));
+}
+template <typename T>
+T get(std::span<const std::byte> bytes, size_t at) {
+  T value;
+  std::memcpy(&value, bytes.data() + at, sizeof(T));
+  return value;
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+// Owns the temporary file until commit(): closes, unmaps and unlinks on every other path.
+class TempFile {
+ public:
+  explicit TempFile(std::string target) : target_(std::move(target)) {}
+  ~TempFile() {
+    if (map_ != nullptr) ::munmap(map_, size_);
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  Status create(uint64_t size) {
+    temp_ = target_ + ".tmp.XXXXXX";
+    fd_ = ::mkstemp(temp_.data());
+    if (fd_ < 0) {
+      const std::string reason = errno_text();
+      temp_.clear();
+      return invalid_argument("cannot write '", target_, "': ", reason);
+    }
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    (void)::fchmod(fd_, 0666 & ~mask);
+    size_ = static_cast<size_t>(size);
+    if (size_ == 0) return Status();
+    // Reserve the blocks now so a full disk is an error here, not a SIGBUS while the
+    // mapping is filled.
+    int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(size_));
+    if (rc != 0) {
+      return invalid_argument("cannot write '", target_, "' (", size_,
+                              " bytes): ", std::strerror(rc));
+    }
+    void* map = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (map == MAP_FAILED) return internal_error("cannot map '", temp_, "': ", errno_text());
+    map_ = static_cast<std::byte*>(map);
+    return Status();
+  }
+
+  std::byte* data() { return map_; }
+
+  Status commit(bool sync) {
+    if (map_ != nullptr && ::munmap(map_, size_) != 0) {
+      return internal_error("cannot unmap '", temp_, "': ", errno_text());
+    }
+    map_ = nullptr;
+    if (sync && ::fsync(fd_) != 0) return internal_error("fsync '", temp_, "': ", errno_text());
+    if (::close(fd_) != 0) {
+      fd_ = -1;
+      return internal_error("cannot close '", temp_, "': ", errno_text());
+    }
+    fd_ = -1;
+    if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+      return invalid_argument("cannot rename '", temp_, "' to '", target_, "': ", errno_text());
+    }
+    committed_ = true;
+    return Status();
+  }
+
+ private:
+  std::string target_;
+  std::string temp_;
+  int fd_ = -1;
+  std::byte* map_ = nullptr;
+  size_t size_ = 0;
+  bool committed_ = false;
+};
+
+Status check_features(const nlohmann::json& metadata, std::string_view what) {
+  auto it = metadata.find("required_features");
+  if (it == metadata.end() || !it->is_array()) {
+    return invalid_program(what, " metadata: required_features: missing or not an array");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& feature = (*it)[i];
+    if (!feature.is_string()) {
+      return invalid_program(what, " metadata: required_features[", i, "]: expected a string");
+    }
+    const std::string name = feature.get<std::string>();
+    bool known = false;
+    for (std::string_view supported : kSupportedFeatures) known = known || name == supported;
+    if (!known) {
+      return invalid_program(what, " requires feature '", name,
+                             "' that this reader does not implement (written by a newer kvrt?)");
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::span<const std::string_view> supported_program_features() {
+  return kSupportedFeatures;
+}
+
+Status write_container(const std::string& path, const char (&magic)[8],
+                       const nlohmann::json& metadata,
+                       std::span<const std::span<const std::byte>> blobs,
+                       std::span<const uint64_t> blob_offsets, std::span<const WeightSpec> weights,
+                       std::span<const WeightFiller> fillers, const ContainerLayout& layout,
+                       const ProgramWriteOptions& options) {
+  std::string text;
+  try {
+    text = metadata.dump();
+  } catch (const std::exception& e) {  // invalid UTF-8 in a name
+    return invalid_argument("cannot serialize metadata for '", path, "': ", e.what());
+  }
+  const uint64_t metadata_offset = kProgramHeaderSize;
+  const uint64_t blobs_offset = align_up(metadata_offset + text.size(), kBlobAlignment);
+  const uint64_t weights_offset =
+      align_up(blobs_offset + layout.blobs_size, kWeightSegmentAlignment);
+  const uint64_t total = weights_offset + layout.weights_size;
+
+  TempFile file(path);
+  KVRT_RETURN_IF_ERROR(file.create(total));
+  std::byte* base = file.data();
+  std::memcpy(base, magic, sizeof(magic));
+  put<uint16_t>(base, kVersionMajorAt, kProgramVersionMajor);
+  put<uint16_t>(base, kVersionMinorAt, kProgramVersionMinor);
+  put<uint32_t>(base, kHeaderSizeAt, static_cast<uint32_t>(kProgramHeaderSize));
+  put<uint64_t>(base, kMetadataOffsetAt, metadata_offset);
+  put<uint64_t>(base, kMetadataSizeAt, text.size());
+  put<uint64_t>(base, kBlobsOffsetAt, blobs_offset);
+  put<uint64_t>(base, kBlobsSizeAt, layout.blobs_size);
+  put<uint64_t>(base, kWeightsOffsetAt, weights_offset);
+  put<uint64_t>(base, kWeightsSizeAt, layout.weights_size);
+  std::memcpy(base + metadata_offset, text.data(), text.size());
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    if (!blobs[i].empty()) {
+      std::memcpy(base + blobs_offset + blob_offsets[i], blobs[i].data(), blobs[i].size());
+    }
+  }
+  uint64_t done = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::span<std::byte> out(base + weights_offset + weights[i].offset, weights[i].nbytes);
+    Status filled = fillers[i](out);
+    if (!filled.ok()) return filled.with_context("weight '" + weights[i].name + "'");
+    done += weights[i].nbytes;
+    if (options.progress) options.progress(done, layout.weights_size);
+  }
+  return file.commit(options.sync);
+}
+
+Result<Container> read_container(std::span<const std::byte> bytes, const char (&magic)[8],
+                                 std::string_view what) {
+  if (bytes.size() < kProgramHeaderSize) {
+    return invalid_program(what, " file truncated: ", bytes.size(), " bytes, the header needs ",
+                           kProgramHeaderSize);
+  }
+  if (std::memcmp(bytes.data(), magic, sizeof(magic)) != 0) {
+    return invalid_program("bad magic: not a kvrt ", what, " file");
+  }
+  Container out;
+  out.version_major = get<uint16_t>(bytes, kVersionMajorAt);
+  out.version_minor = get<uint16_t>(bytes, kVersionMinorAt);
+  if (out.version_major != kProgramVersionMajor) {
+    return invalid_program(what, " format version ", out.version_major, ".", out.version_minor,
+                           " is not supported (this reader: ", kProgramVersionMajor, ".x)");
+  }
+  if (get<uint32_t>(bytes, kHeaderSizeAt) != kProgramHeaderSize) {
+    return invalid_program(what, " header: header_size must be ", kProgramHeaderSize);
+  }
+  const uint64_t metadata_offset = get<uint64_t>(bytes, kMetadataOffsetAt);
+  const uint64_t metadata_size = get<uint64_t>(bytes, kMetadataSizeAt);
+  const uint64_t blobs_offset = get<uint64_t>(bytes, kBlobsOffsetAt);
+  const uint64_t blobs_size = get<uint64_t>(bytes, kBlobsSizeAt);
+  const uint64_t weights_offset = get<uint64_t>(bytes, kWeightsOffsetAt);
+  const uint64_t weights_size = get<uint64_t>(bytes, kWeightsSizeAt);
+  const uint64_t size = bytes.size();
+  auto fits = [](uint64_t offset, uint64_t length, uint64_t limit) {
+    return offset <= limit && length <= limit - offset;
+  };
+  if (metadata_offset < kProgramHeaderSize || !fits(metadata_offset, metadata_size, size)) {
+    return invalid_program(what, " header: metadata range outside the file");
+  }
+  if (blobs_offset % kBlobAlignment != 0 || blobs_offset < metadata_offset + metadata_size ||
+      !fits(blobs_offset, blobs_size, size)) {
+    return invalid_program(what, " header: blob segment misplaced or outside the file");
+  }
+  if (weights_offset % kWeightSegmentAlignment != 0 || weights_offset < blobs_offset + blobs_size ||
+      !fits(weights_offset, weights_size, size) || weights_offset + weights_size != size) {
+    return invalid_program(what, " header: weight segment misplaced or not ending the file (", size,
+                           " bytes; truncated?)");
+  }
+  const char* text = reinterpret_cast<const char*>(bytes.data() + metadata_offset);
+  try {
+    auto depth_guard = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxJsonDepth) throw std::length_error("nested too deeply");
+      return true;
+    };
+    out.metadata = nlohmann::json::parse(text, text + metadata_size, depth_guard);
+  } catch (const std::exception& e) {
+    return invalid_program(what, " metadata: not valid JSON: ", e.what());
+  }
+  if (!out.metadata.is_object()) return invalid_program(what, " metadata: expected an object");
+  KVRT_RETURN_IF_ERROR(check_features(out.metadata, what));
+  out.blobs = bytes.subspan(blobs_offset, blobs_size);
+  out.weights = bytes.subspan(weights_offset, weights_size);
+  return out;
+}
+
+}  // namespace kvrt::format::detail

@@ -1,0 +1,42 @@
+// Internal to the program format: the metadata JSON <-> ProgramSpec conversion and the
+// semantic validation shared by the writer and the reader.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvrt/core/result.h"
+#include "kvrt/format/program.h"
+
+namespace kvrt::format::detail {
+
+// Parses the metadata JSON. Types, names and ranges are checked here; references
+// between entries are checked by validate_program_spec. Errors name the field.
+Result<ProgramSpec> program_spec_from_json(const nlohmann::json& json);
+
+// The required features a spec needs (`aliased_io` when some delegate output is stored
+// in a buffer).
+std::vector<std::string> program_features_needed(const ProgramSpec& spec);
+
+// Everything that makes a program executable and unambiguous: unique names, every
+// index and reference, storage consistency, def-before-use, planned ranges and
+// lifetimes, delegate arguments against the blob bindings and aliases (`blobs` are the
+// blob bytes parallel to spec.delegates), copy_bytes_per_step, mutations once (B5).
+// `weight_segment_size` bounds weight offsets (pass UINT64_MAX before they are
+// assigned).
+Status validate_program_spec(const ProgramSpec& spec,
+                             std::span<const std::span<const std::byte>> blobs,
+                             uint64_t weight_segment_size);
+
+// Bytes of a value at its maximum shape; error on overflow or unbounded dims.
+Result<uint64_t> max_nbytes(DType dtype, std::span<const graph::Dim> shape);
+Result<uint64_t> static_nbytes(DType dtype, std::span<const int64_t> shape);
+
+inline uint64_t align_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace kvrt::format::detail
