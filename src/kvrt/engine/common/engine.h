@@ -14,6 +14,7 @@
 
 #include "kvrt/core/result.h"
 #include "kvrt/core/tensor.h"
+#include "kvrt/engine/common/device_api.h"
 #include "kvrt/graph/graph.h"
 
 namespace kvrt::engine {
@@ -33,9 +34,6 @@ class WeightProvider {
   virtual Result<TensorView> weight(std::string_view name) const = 0;
 };
 
-// Opaque stream handle: cudaStream_t for CUDA engines, ignored by the CPU engine.
-using StreamHandle = void*;
-
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -49,9 +47,13 @@ class Engine {
   // derived from its ops (kv_cache_write), not from any metadata.
   virtual std::optional<std::string> aliased_input(std::string_view output_name) const = 0;
 
-  // Binds the storage and the actual shape of a tensor for the next enqueue.
+  // Binds the storage and the actual shape of a tensor for the next enqueue. For an
+  // output, `shape` is the capacity of the storage; enqueue fails before writing
+  // anything if the output would not fit.
   virtual Status set_tensor(std::string_view name, void* data, const Shape& shape) = 0;
-  // Runs the subgraph with the bound tensors on `stream` (CPU: synchronously).
+  // Runs the subgraph with the bound tensors on `stream` (CPU: synchronously). Every
+  // check that can fail (shapes, positions, token ids) happens before the first write,
+  // so a failed enqueue leaves outputs and in-place caches untouched.
   virtual Status enqueue(StreamHandle stream) = 0;
   // Output shape after enqueue (dynamic outputs), or an error naming the output.
   virtual Result<Shape> output_shape(std::string_view name) const = 0;
@@ -59,6 +61,9 @@ class Engine {
 
 struct EngineOptions {
   Device device = Device::cpu();
+  // Host worker threads for engines that use them (CPU): 0 picks a default, 1 runs
+  // everything on the calling thread.
+  int num_threads = 0;
 };
 
 // Builds an engine for the device in `options` from a partition payload.

@@ -1,0 +1,74 @@
+// DeviceApi: the few device operations the engine delegate needs around an engine —
+// current device (C4), memory kind checks (D2), staging memory (D4), async copies on a
+// stream (D3, D4), completion events (E2) and streams (E1). The delegate is written once
+// against this interface; the CPU target implements it trivially (host_device_api()),
+// a CUDA target with the CUDA runtime, and tests with a fake that defers work.
+#pragma once
+
+#include <cstddef>
+
+#include "kvrt/core/result.h"
+#include "kvrt/core/tensor.h"
+
+namespace kvrt::engine {
+
+// Opaque handles: cudaStream_t / cudaEvent_t for CUDA, nullptr for the host target.
+using StreamHandle = void*;
+using EventHandle = void*;
+
+class DeviceApi {
+ public:
+  virtual ~DeviceApi() = default;
+
+  // The device this API drives (the engine's device).
+  virtual Device device() const = 0;
+
+  // The calling thread's current device, and a setter; init saves and restores it (C4).
+  virtual Result<Device> current_device() const = 0;
+  virtual Status set_current_device(Device device) = 0;
+
+  // True when `view` is storage the engine can read and write in place on device():
+  // device memory of that device, or managed/unified memory (D2).
+  virtual bool is_engine_accessible(const TensorView& view) const = 0;
+
+  // Device memory for staging host I/O (D4).
+  virtual Result<void*> allocate(size_t bytes) = 0;
+  virtual void free(void* ptr) = 0;
+
+  virtual Result<StreamHandle> create_stream() = 0;
+  virtual void destroy_stream(StreamHandle stream) = 0;
+
+  // Copies `bytes` between any two locations (host or device) in stream order.
+  virtual Status copy_async(void* dst, const void* src, size_t bytes, StreamHandle stream) = 0;
+  // Records an event after the work queued so far on `stream`.
+  virtual Result<EventHandle> record_event(StreamHandle stream) = 0;
+  // Blocks the host until the event completes; `wait_event` then `destroy_event`.
+  virtual Status wait_event(EventHandle event) = 0;
+  virtual void destroy_event(EventHandle event) = 0;
+  // Blocks the host until all work queued on `stream` completes.
+  virtual Status synchronize(StreamHandle stream) = 0;
+};
+
+// The host target's API: everything is host memory, copies are memcpy, work is
+// synchronous, so streams and events are null and waits return at once.
+DeviceApi& host_device_api();
+
+// Restores the calling thread's current device when it goes out of scope, on every
+// return path (C4). Construct it before touching the device; check status().
+class CurrentDeviceGuard {
+ public:
+  explicit CurrentDeviceGuard(DeviceApi& api);
+  ~CurrentDeviceGuard();
+  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
+  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
+
+  // Error if the current device could not be read (then nothing will be restored).
+  const Status& status() const { return status_; }
+
+ private:
+  DeviceApi& api_;
+  Device saved_;
+  Status status_;
+};
+
+}  // namespace kvrt::engine

@@ -1,0 +1,52 @@
+#include "kvrt/engine/common/engine_target.h"
+
+#include <mutex>
+#include <vector>
+
+namespace kvrt::engine {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<EngineTarget> targets;
+};
+
+Registry& registry() {
+  static Registry instance;
+  return instance;
+}
+
+}  // namespace
+
+Status register_engine_target(EngineTarget target) {
+  if (!target.build || !target.device_api) {
+    return invalid_argument("engine target '", target.name, "' lacks a builder or device api");
+  }
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  for (EngineTarget& existing : reg.targets) {
+    if (existing.device_type == target.device_type) {
+      existing = std::move(target);
+      return Status();
+    }
+  }
+  reg.targets.push_back(std::move(target));
+  return Status();
+}
+
+void unregister_engine_target(DeviceType type) {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  std::erase_if(reg.targets, [type](const EngineTarget& t) { return t.device_type == type; });
+}
+
+Result<EngineTarget> find_engine_target(DeviceType type) {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  for (const EngineTarget& target : reg.targets) {
+    if (target.device_type == type) return target;
+  }
+  return not_found("no engine target is registered for device type ", Device{type, 0}.to_string());
+}
+
+}  // namespace kvrt::engine

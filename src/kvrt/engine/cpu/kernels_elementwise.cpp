@@ -1,0 +1,135 @@
+// Conversions, dot, and the element-wise and row-wise ops: embedding, rms_norm,
+// kv_cache_write, silu_mul, add.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kvrt/engine/cpu/kernels.h"
+
+namespace kvrt::engine::cpu::kernels {
+
+float half_to_float(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t magnitude = static_cast<uint32_t>(bits & 0x7fffu) << 13;
+  if (magnitude >= (0x7c00u << 13)) {
+    magnitude |= 0x7f800000u;  // inf / NaN: all exponent bits, mantissa kept
+  } else {
+    // Reinterpreting the shifted bits as f32 gives the value times 2^-112 (normal and
+    // subnormal alike); one exact multiply rebiases it.
+    float scaled;
+    std::memcpy(&scaled, &magnitude, sizeof(scaled));
+    scaled *= 0x1p112f;
+    std::memcpy(&magnitude, &scaled, sizeof(scaled));
+  }
+  const uint32_t out_bits = magnitude | sign;
+  float out;
+  std::memcpy(&out, &out_bits, sizeof(out));
+  return out;
+}
+
+void widen(const void* src, DType dtype, int64_t offset, int64_t n, float* dst) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, static_cast<const float*>(src) + offset, sizeof(float) * n);
+      return;
+    case DType::kBF16: {
+      const uint16_t* in = static_cast<const uint16_t*>(src) + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(in[i]);
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t* in = static_cast<const uint16_t*>(src) + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(in[i]);
+      return;
+    }
+    default:
+      return;  // callers check dtypes at build time
+  }
+}
+
+void narrow(const float* src, int64_t n, void* dst, DType dtype, int64_t offset) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(static_cast<float*>(dst) + offset, src, sizeof(float) * n);
+      return;
+    case DType::kBF16: {
+      uint16_t* out = static_cast<uint16_t*>(dst) + offset;
+      for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::kF16: {
+      uint16_t* out = static_cast<uint16_t*>(dst) + offset;
+      for (int64_t i = 0; i < n; ++i) out[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  // Pairwise reduction of the lanes.
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
+  }
+  return acc[0];
+}
+
+void embedding(const int32_t* tokens, int64_t T, const void* table, DType table_dtype, int64_t H,
+               float* out) {
+  for (int64_t t = 0; t < T; ++t) {
+    widen(table, table_dtype, static_cast<int64_t>(tokens[t]) * H, H, out + t * H);
+  }
+}
+
+void rms_norm(const float* x, int64_t T, int64_t H, const void* weight, DType weight_dtype,
+              float eps, float* out) {
+  thread_local std::vector<float> widened;
+  const float* w = static_cast<const float*>(weight);
+  if (weight_dtype != DType::kF32) {
+    widened.resize(static_cast<size_t>(H));
+    widen(weight, weight_dtype, 0, H, widened.data());
+    w = widened.data();
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = x + t * H;
+    float* dst = out + t * H;
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < H; ++i) sum_sq += static_cast<double>(row[i]) * row[i];
+    const float mean = static_cast<float>(sum_sq / static_cast<double>(H));
+    const float inv_rms = 1.0f / std::sqrt(mean + eps);
+    // HF: weight * (x * rsqrt(variance + eps)), in that order.
+    for (int64_t i = 0; i < H; ++i) dst[i] = w[i] * (row[i] * inv_rms);
+  }
+}
+
+void kv_cache_write(const float* new_rows, int64_t T, int64_t kv_heads, int64_t S, int64_t head_dim,
+                    int64_t P, void* cache, DType cache_dtype) {
+  // new_rows [T, KVH*D] -> cache [KVH, S, D] at rows P + t.
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      const float* src = new_rows + (t * kv_heads + g) * head_dim;
+      narrow(src, head_dim, cache, cache_dtype, (g * S + P + t) * head_dim);
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+}  // namespace kvrt::engine::cpu::kernels
