@@ -1,0 +1,30 @@
+#include "kvrt/frontend/checkpoint.h"
+
+#include <filesystem>
+
+namespace kvrt::frontend {
+
+Result<Checkpoint> Checkpoint::open(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) return not_found("checkpoint '", dir, "' is not a directory");
+  Checkpoint checkpoint;
+  checkpoint.dir_ = dir;
+  KVRT_ASSIGN_OR_RETURN(checkpoint.config_,
+                        load_model_config((fs::path(dir) / "config.json").string()));
+  const fs::path generation = fs::path(dir) / "generation_config.json";
+  if (fs::exists(generation, error)) {
+    KVRT_ASSIGN_OR_RETURN(checkpoint.generation_, load_generation_config(generation.string()));
+  }
+  GenerationConfig& gen = checkpoint.generation_;
+  if (!gen.bos_token_id) gen.bos_token_id = checkpoint.config_.bos_token_id;
+  if (gen.eos_token_ids.empty()) gen.eos_token_ids = checkpoint.config_.eos_token_ids;
+  KVRT_ASSIGN_OR_RETURN(checkpoint.weights_, WeightIndex::open_dir(dir));
+  return checkpoint;
+}
+
+Result<graph::Graph> Checkpoint::build_graph(const BuildOptions& options) const {
+  return build_llama_graph(config_, weights_, options);
+}
+
+}  // namespace kvrt::frontend

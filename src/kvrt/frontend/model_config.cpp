@@ -1,0 +1,211 @@
+#include "kvrt/frontend/model_config.h"
+
+#include <cmath>
+
+#include "kvrt/frontend/json_fields.h"
+#include "kvrt/frontend/rope_config.h"
+
+namespace kvrt::frontend {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+
+Status refuse(const JsonFields& fields, std::string_view key, std::string_view why) {
+  return fields.error(ErrorCode::kNotSupported, key, why);
+}
+
+Result<Architecture> read_architecture(const JsonFields& fields) {
+  std::optional<Architecture> from_list;
+  if (const json* list = fields.get("architectures")) {
+    if (!list->is_array() || list->empty()) {
+      return fields.error("architectures", "expected a non-empty list of class names");
+    }
+    for (const json& name : *list) {
+      Architecture found;
+      if (name == "LlamaForCausalLM") {
+        found = Architecture::kLlama;
+      } else if (name == "Qwen2ForCausalLM") {
+        found = Architecture::kQwen2;
+      } else {
+        return refuse(fields, "architectures",
+                      name.dump() + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM)");
+      }
+      if (from_list && *from_list != found) return fields.error("architectures", "mixes models");
+      from_list = found;
+    }
+  }
+  KVRT_ASSIGN_OR_RETURN(auto model_type, fields.optional_string("model_type"));
+  std::optional<Architecture> from_type;
+  if (model_type) {
+    if (*model_type == "llama") {
+      from_type = Architecture::kLlama;
+    } else if (*model_type == "qwen2") {
+      from_type = Architecture::kQwen2;
+    } else {
+      return refuse(fields, "model_type", "'" + *model_type + "' is not supported (llama, qwen2)");
+    }
+  }
+  if (from_list && from_type && *from_list != *from_type) {
+    return fields.error("model_type", "'" + *model_type + "' disagrees with architectures");
+  }
+  if (from_list) return *from_list;
+  if (from_type) return *from_type;
+  return fields.error("model_type", "missing (and no architectures)");
+}
+
+Result<int64_t> read_dim(const JsonFields& fields, std::string_view key) {
+  KVRT_ASSIGN_OR_RETURN(int64_t value, fields.positive_int(key));
+  if (value > kMaxDim) return fields.error(key, "is implausibly large");
+  return value;
+}
+
+Result<int64_t> read_dim_or(const JsonFields& fields, std::string_view key, int64_t fallback) {
+  if (!fields.has(key)) return fallback;
+  return read_dim(fields, key);
+}
+
+Result<std::optional<DType>> read_dtype(const JsonFields& fields) {
+  for (const char* key : {"dtype", "torch_dtype"}) {  // transformers 5.x, then 4.x
+    KVRT_ASSIGN_OR_RETURN(auto name, fields.optional_string(key));
+    if (!name) continue;
+    if (*name == "float32") return std::optional<DType>(DType::kF32);
+    if (*name == "float16") return std::optional<DType>(DType::kF16);
+    if (*name == "bfloat16") return std::optional<DType>(DType::kBF16);
+    return refuse(fields, key, "'" + *name + "' is not supported (float32, float16, bfloat16)");
+  }
+  return std::optional<DType>();
+}
+
+// Features that change the math of a Llama-family model and that kvrt does not
+// implement. A present, non-null, non-false value is refused.
+Status refuse_unimplemented(const JsonFields& fields, const ModelConfig& config) {
+  KVRT_ASSIGN_OR_RETURN(auto act, fields.optional_string("hidden_act"));
+  if (act && *act != "silu" && *act != "swish") {
+    return refuse(fields, "hidden_act", "'" + *act + "' is not supported (silu)");
+  }
+  KVRT_ASSIGN_OR_RETURN(auto tp, fields.optional_int("pretraining_tp"));
+  if (tp && *tp > 1) return refuse(fields, "pretraining_tp", "values above 1 are not supported");
+  if (fields.has("quantization_config")) {
+    return refuse(fields, "quantization_config", "quantized checkpoints are not supported");
+  }
+  for (const char* key :
+       {"attn_logit_softcapping", "final_logit_softcapping", "embedding_multiplier",
+        "logits_scaling", "residual_multiplier", "attention_multiplier", "use_qk_norm",
+        "qk_layernorm", "no_rope_layers"}) {
+    const json* value = fields.get(key);
+    if (value != nullptr && *value != false) return refuse(fields, key, "is not supported");
+  }
+  KVRT_ASSIGN_OR_RETURN(auto sliding, fields.optional_bool("use_sliding_window"));
+  if (sliding.value_or(false)) {
+    return refuse(fields, "use_sliding_window", "sliding-window attention is not supported");
+  }
+  if (config.architecture == Architecture::kLlama && fields.has("sliding_window")) {
+    return refuse(fields, "sliding_window", "sliding-window attention is not supported");
+  }
+  if (const json* types = fields.get("layer_types")) {
+    if (!types->is_array()) return fields.error("layer_types", "expected a list");
+    for (const json& type : *types) {
+      if (type != "full_attention") {
+        return refuse(fields, "layer_types", type.dump() + " layers are not supported");
+      }
+    }
+  }
+  return Status();
+}
+
+Status read_biases(const JsonFields& fields, ModelConfig& config) {
+  if (config.architecture == Architecture::kQwen2) {
+    // Qwen2's modeling code hard-wires these; the checkpoint's tensors are checked
+    // against them by the graph builder, which refuses any extra or missing bias.
+    config.qkv_bias = true;
+    config.o_bias = false;
+    config.mlp_bias = false;
+    return Status();
+  }
+  KVRT_ASSIGN_OR_RETURN(auto attention_bias, fields.optional_bool("attention_bias"));
+  KVRT_ASSIGN_OR_RETURN(auto mlp_bias, fields.optional_bool("mlp_bias"));
+  config.qkv_bias = config.o_bias = attention_bias.value_or(false);
+  config.mlp_bias = mlp_bias.value_or(false);
+  return Status();
+}
+
+Status read_shapes(const JsonFields& fields, ModelConfig& config) {
+  KVRT_ASSIGN_OR_RETURN(config.vocab_size, read_dim(fields, "vocab_size"));
+  KVRT_ASSIGN_OR_RETURN(config.hidden_size, read_dim(fields, "hidden_size"));
+  KVRT_ASSIGN_OR_RETURN(config.intermediate_size, read_dim(fields, "intermediate_size"));
+  KVRT_ASSIGN_OR_RETURN(config.num_hidden_layers, read_dim(fields, "num_hidden_layers"));
+  KVRT_ASSIGN_OR_RETURN(config.num_attention_heads, read_dim(fields, "num_attention_heads"));
+  KVRT_ASSIGN_OR_RETURN(config.num_key_value_heads,
+                        read_dim_or(fields, "num_key_value_heads", config.num_attention_heads));
+  if (config.num_attention_heads % config.num_key_value_heads != 0) {
+    return fields.error("num_key_value_heads",
+                        std::to_string(config.num_key_value_heads) + " does not divide " +
+                            std::to_string(config.num_attention_heads) + " attention heads");
+  }
+  if (fields.has("head_dim")) {
+    KVRT_ASSIGN_OR_RETURN(config.head_dim, read_dim(fields, "head_dim"));
+  } else if (config.hidden_size % config.num_attention_heads != 0) {
+    return fields.error("num_attention_heads", std::to_string(config.num_attention_heads) +
+                                                   " does not divide hidden_size " +
+                                                   std::to_string(config.hidden_size) +
+                                                   " (and head_dim is not given)");
+  } else {
+    config.head_dim = config.hidden_size / config.num_attention_heads;
+  }
+  if (config.head_dim % 2 != 0) {
+    return fields.error("head_dim", "rotary embedding needs an even head_dim, got " +
+                                        std::to_string(config.head_dim));
+  }
+  const int64_t default_positions = config.architecture == Architecture::kQwen2 ? 32768 : 2048;
+  KVRT_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                        read_dim_or(fields, "max_position_embeddings", default_positions));
+  if (fields.has("rms_norm_eps")) {
+    KVRT_ASSIGN_OR_RETURN(config.rms_norm_eps, fields.positive_number("rms_norm_eps"));
+  }
+  KVRT_ASSIGN_OR_RETURN(auto tied, fields.optional_bool("tie_word_embeddings"));
+  config.tie_word_embeddings = tied.value_or(false);
+  return Status();
+}
+
+}  // namespace
+
+std::string_view architecture_name(Architecture architecture) {
+  return architecture == Architecture::kQwen2 ? "qwen2" : "llama";
+}
+
+json RopeScaling::to_json() const {
+  if (type == RopeType::kDefault) return {{"type", "default"}};
+  return {{"type", "llama3"},
+          {"factor", factor},
+          {"low_freq_factor", low_freq_factor},
+          {"high_freq_factor", high_freq_factor},
+          {"original_max_position_embeddings", original_max_position_embeddings}};
+}
+
+Result<ModelConfig> parse_model_config(const json& root, const std::string& source) {
+  if (!root.is_object()) return invalid_argument(source, ": expected a JSON object");
+  try {
+    JsonFields fields(root, source);
+    ModelConfig config;
+    KVRT_ASSIGN_OR_RETURN(config.architecture, read_architecture(fields));
+    KVRT_RETURN_IF_ERROR(refuse_unimplemented(fields, config));
+    KVRT_RETURN_IF_ERROR(read_shapes(fields, config));
+    KVRT_RETURN_IF_ERROR(read_biases(fields, config));
+    KVRT_RETURN_IF_ERROR(read_rope(fields, config));
+    KVRT_ASSIGN_OR_RETURN(config.dtype, read_dtype(fields));
+    KVRT_ASSIGN_OR_RETURN(config.bos_token_id, fields.optional_int("bos_token_id"));
+    KVRT_ASSIGN_OR_RETURN(config.eos_token_ids, fields.token_ids("eos_token_id"));
+    return config;
+  } catch (const json::exception& error) {  // defensive: fields are type-checked first
+    return invalid_argument(source, ": ", error.what());
+  }
+}
+
+Result<ModelConfig> load_model_config(const std::string& path) {
+  KVRT_ASSIGN_OR_RETURN(json root, read_json_file(path));
+  return parse_model_config(root, path);
+}
+
+}  // namespace kvrt::frontend
