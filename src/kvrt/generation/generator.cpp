@@ -1,0 +1,123 @@
+#include "kvrt/generation/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kvrt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double milliseconds_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+Result<std::span<const float>> Generator::prefill(std::span<const int32_t> prompt_ids) {
+  std::span<const float> logits;
+  const size_t chunk = static_cast<size_t>(std::max(1, model_.max_chunk()));
+  for (size_t begin = 0; begin < prompt_ids.size(); begin += chunk) {
+    const auto piece = prompt_ids.subspan(begin, std::min(chunk, prompt_ids.size() - begin));
+    KVRT_ASSIGN_OR_RETURN(logits, model_.forward(piece, position_));
+    position_ += static_cast<int32_t>(piece.size());
+  }
+  return logits;
+}
+
+Result<std::span<const float>> Generator::decode_one_token(int32_t token) {
+  const int32_t ids[1] = {token};
+  KVRT_ASSIGN_OR_RETURN(auto logits, model_.forward(ids, position_));
+  position_ += 1;
+  return logits;
+}
+
+Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids,
+                                             const GenerateOptions& options,
+                                             const TokenCallback& on_text) {
+  stop_requested_.store(false);
+  if (prompt_ids.empty()) return invalid_argument("the prompt has no tokens");
+  std::vector<int32_t> turn_ids;
+  if (pending_token_) {
+    turn_ids.push_back(*pending_token_);
+    turn_ids.insert(turn_ids.end(), prompt_ids.begin(), prompt_ids.end());
+    prompt_ids = turn_ids;
+  }
+  const int64_t context_after_prompt = int64_t{position_} + static_cast<int64_t>(prompt_ids.size());
+  if (context_after_prompt > model_.max_context()) {
+    return invalid_argument("prompt of ", prompt_ids.size(), " tokens at position ", position_,
+                            " does not fit the model's context of ", model_.max_context(),
+                            " tokens");
+  }
+  StopParams stop_params;
+  stop_params.eos_ids = options.eos_ids;
+  stop_params.stop_strings = options.stop_strings;
+  stop_params.max_new_tokens = options.max_new_tokens;
+  stop_params.max_context = model_.max_context();
+  KVRT_ASSIGN_OR_RETURN(
+      StopChecker stop,
+      StopChecker::create(stop_params, static_cast<size_t>(context_after_prompt)));
+  KVRT_ASSIGN_OR_RETURN(SamplerChain sampler, SamplerChain::create(options.sampling));
+  sampler.accept(prompt_ids);
+
+  GenerationResult result;
+  GenerationStats& stats = result.stats;
+  stats.prompt_tokens = static_cast<int32_t>(prompt_ids.size());
+  StreamDecoder decoder(tokenizer_, /*skip_special_tokens=*/true);
+
+  const auto prefill_start = Clock::now();
+  pending_token_.reset();
+  KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, prefill(prompt_ids));
+  stats.prefill_ms = milliseconds_since(prefill_start);
+
+  const auto decode_start = Clock::now();
+  uint64_t cache_bytes = 0;
+  std::string emit;
+  while (true) {
+    KVRT_ASSIGN_OR_RETURN(int32_t token, sampler.sample(logits));
+    if (result.ids.empty()) stats.time_to_first_token_ms = milliseconds_since(prefill_start);
+    result.ids.push_back(token);
+    KVRT_ASSIGN_OR_RETURN(std::string piece, decoder.push(token));
+    emit.clear();
+    stats.stop_reason = stop.push(token, piece, emit);
+    result.text += emit;
+    const bool keep_going = !on_text || emit.empty() || on_text(emit, token);
+    if (stats.stop_reason != StopReason::kNone || !keep_going || stop_requested_.load()) {
+      pending_token_ = token;
+      break;
+    }
+    KVRT_ASSIGN_OR_RETURN(logits, decode_one_token(token));
+    cache_bytes = std::max(cache_bytes, model_.cache_bytes_copied_last_call());
+  }
+  if (stats.stop_reason != StopReason::kStopString) {
+    KVRT_ASSIGN_OR_RETURN(std::string tail, decoder.flush());
+    emit.clear();
+    std::string held = stop.flush();
+    if (stats.stop_reason != StopReason::kEos) held += tail;
+    if (!held.empty()) {
+      result.text += held;
+      if (on_text) on_text(held, result.ids.back());
+    }
+  }
+  // Decode time covers the steps after the first token: tokens - 1 forward calls.
+  stats.generated_tokens = static_cast<int32_t>(result.ids.size());
+  stats.decode_ms = milliseconds_since(decode_start);
+  stats.cache_bytes_copied_per_step = cache_bytes;
+  if (stats.prefill_ms > 0) {
+    stats.prefill_tokens_per_second = stats.prompt_tokens / (stats.prefill_ms / 1000.0);
+  }
+  const int32_t decode_steps = stats.generated_tokens - 1;
+  if (decode_steps > 0 && stats.decode_ms > 0) {
+    stats.decode_tokens_per_second = decode_steps / (stats.decode_ms / 1000.0);
+  }
+  return result;
+}
+
+Status Generator::reset() {
+  KVRT_RETURN_IF_ERROR(model_.reset());
+  position_ = 0;
+  pending_token_.reset();
+  return Status();
+}
+
+}  // namespace kvrt
