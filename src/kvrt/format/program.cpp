@@ -60,6 +60,19 @@ Status write_program(const std::string& path, const ProgramSpec& input_spec,
                                  blob_offsets, spec.weights, fillers, layout, options);
 }
 
+Status validate_program(const ProgramSpec& input_spec,
+                        std::span<const std::vector<std::byte>> blobs) {
+  if (blobs.size() != input_spec.delegates.size()) {
+    return invalid_argument("validate_program: ", blobs.size(), " blobs for ",
+                            input_spec.delegates.size(), " delegates");
+  }
+  ProgramSpec spec = input_spec;
+  spec.required_features = detail::program_features_needed(spec);
+  const detail::ContainerLayout layout = assign_offsets(spec, blobs);
+  std::vector<std::span<const std::byte>> blob_views(blobs.begin(), blobs.end());
+  return detail::validate_program_spec(spec, blob_views, layout.weights_size);
+}
+
 int ProgramView::find_weight(std::string_view name) const {
   for (size_t i = 0; i < spec.weights.size(); ++i) {
     if (spec.weights[i].name == name) return static_cast<int>(i);

@@ -177,6 +177,10 @@ Status write_program(const std::string& path, const ProgramSpec& spec,
                      std::span<const WeightFiller> fillers,
                      const ProgramWriteOptions& options = {});
 
+// The checks write_program runs, without writing: for producers that want to fail
+// before any I/O. Weight offsets are not checked (the writer assigns them).
+Status validate_program(const ProgramSpec& spec, std::span<const std::vector<std::byte>> blobs);
+
 // A parsed program whose views point into the bytes given to read_program.
 struct ProgramView {
   uint16_t version_major = 0;
@@ -216,6 +220,9 @@ class ProgramFile {
   MappedFile file_;
   ProgramView view_;
 };
+
+// Bytes of a value at its maximum shape (dynamic dims at their max); error on overflow.
+Result<uint64_t> max_nbytes(DType dtype, std::span<const graph::Dim> shape);
 
 // Bytes per call of `method` copied between arenas for `buffer` (sum of copy
 // instructions whose src or dst is stored in that buffer).

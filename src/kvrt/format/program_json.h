@@ -31,8 +31,6 @@ Status validate_program_spec(const ProgramSpec& spec,
                              std::span<const std::span<const std::byte>> blobs,
                              uint64_t weight_segment_size);
 
-// Bytes of a value at its maximum shape; error on overflow or unbounded dims.
-Result<uint64_t> max_nbytes(DType dtype, std::span<const graph::Dim> shape);
 Result<uint64_t> static_nbytes(DType dtype, std::span<const int64_t> shape);
 
 inline uint64_t align_up(uint64_t value, uint64_t alignment) {

@@ -416,16 +416,6 @@ Result<uint64_t> static_nbytes(DType dtype, std::span<const int64_t> shape) {
   return static_cast<uint64_t>(total);
 }
 
-Result<uint64_t> max_nbytes(DType dtype, std::span<const graph::Dim> shape) {
-  int64_t total = static_cast<int64_t>(dtype_size(dtype));
-  for (const graph::Dim& dim : shape) {
-    const int64_t size = dim.is_dynamic() ? dim.max : dim.size;
-    if (dim.is_dynamic() && dim.min > dim.max) return invalid_program("dim min above max");
-    if (size < 0 || !checked_mul(total, size, &total)) return invalid_program("size overflows");
-  }
-  return static_cast<uint64_t>(total);
-}
-
 std::vector<std::string> program_features_needed(const ProgramSpec& spec) {
   for (const MethodSpec& method : spec.methods) {
     for (const Instruction& instruction : method.instructions) {
@@ -511,6 +501,16 @@ Status validate_program_spec(const ProgramSpec& spec,
 }  // namespace kvrt::format::detail
 
 namespace kvrt::format {
+
+Result<uint64_t> max_nbytes(DType dtype, std::span<const graph::Dim> shape) {
+  int64_t total = static_cast<int64_t>(dtype_size(dtype));
+  for (const graph::Dim& dim : shape) {
+    const int64_t size = dim.is_dynamic() ? dim.max : dim.size;
+    if (dim.is_dynamic() && dim.min > dim.max) return invalid_program("dim min above max");
+    if (size < 0 || !checked_mul(total, size, &total)) return invalid_program("size overflows");
+  }
+  return static_cast<uint64_t>(total);
+}
 
 uint64_t buffer_copy_bytes(const MethodSpec& method, std::string_view buffer) {
   uint64_t total = 0;
