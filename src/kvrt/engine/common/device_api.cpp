@@ -23,6 +23,10 @@ class HostDeviceApi final : public DeviceApi {
     return ptr;
   }
   void free(void* ptr) override { std::free(ptr); }
+  Status fill_zero(void* ptr, size_t bytes) override {
+    if (bytes != 0) std::memset(ptr, 0, bytes);
+    return Status();
+  }
   Result<StreamHandle> create_stream() override { return StreamHandle{nullptr}; }
   void destroy_stream(StreamHandle) override {}
   Status copy_async(void* dst, const void* src, size_t bytes, StreamHandle) override {

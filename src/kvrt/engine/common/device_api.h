@@ -31,9 +31,11 @@ class DeviceApi {
   // device memory of that device, or managed/unified memory (D2).
   virtual bool is_engine_accessible(const TensorView& view) const = 0;
 
-  // Device memory for staging host I/O (D4).
+  // Device memory for staging host I/O (D4), arenas and buffers.
   virtual Result<void*> allocate(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
+  // Sets `bytes` of device memory to zero and waits for it (buffers at load, F4).
+  virtual Status fill_zero(void* ptr, size_t bytes) = 0;
 
   virtual Result<StreamHandle> create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) = 0;

@@ -25,6 +25,7 @@ class SwitchingApi final : public DeviceApi {
   bool is_engine_accessible(const TensorView&) const override { return false; }
   Result<void*> allocate(size_t) override { return not_supported("x"); }
   void free(void*) override {}
+  Status fill_zero(void*, size_t) override { return Status(); }
   Result<StreamHandle> create_stream() override { return StreamHandle{nullptr}; }
   void destroy_stream(StreamHandle) override {}
   Status copy_async(void*, const void*, size_t, StreamHandle) override { return Status(); }

@@ -103,7 +103,7 @@ std::vector<std::string> TinyModel::buffer_names() const {
   return names;
 }
 
-graph::Graph TinyModel::method_graph(int64_t t_min, int64_t t_max) const {
+graph::Graph TinyModel::method_graph(int64_t t_min, int64_t t_max, bool buffers_as_inputs) const {
   using graph::Dim;
   using graph::ValueKind;
   const TinyConfig& c = config;
@@ -131,7 +131,9 @@ graph::Graph TinyModel::method_graph(int64_t t_min, int64_t t_max) const {
   g.inputs = {tokens, position};
   std::vector<Dim> cache_dims = {fixed(c.kv_heads), fixed(c.max_seq), fixed(c.head_dim)};
   for (const std::string& name : buffer_names()) {
-    g.inputs.push_back(g.add_value({name, c.cache_dtype, cache_dims, ValueKind::kBuffer}));
+    const graph::ValueId buffer =
+        g.add_value({name, c.cache_dtype, cache_dims, ValueKind::kBuffer});
+    if (buffers_as_inputs) g.inputs.push_back(buffer);
   }
   nlohmann::json rope_scaling = {{"type", "default"}};
   if (c.llama3_rope) {

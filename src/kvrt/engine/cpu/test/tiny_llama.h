@@ -58,9 +58,11 @@ struct TinyModel {
   TinyWeights weights;
 
   // The method graph: inputs tokens i32 [1,T] (T in t_min..t_max), position i32 [1],
-  // then k_cache.l and v_cache.l for every layer (kBuffer values); output logits
-  // f32 [1, vocab]; one mutation per cache.
-  graph::Graph method_graph(int64_t t_min, int64_t t_max) const;
+  // then (when `buffers_as_inputs`, as an engine partition takes them) k_cache.l and
+  // v_cache.l for every layer (kBuffer values); output logits f32 [1, vocab]; one
+  // mutation per cache. Without `buffers_as_inputs` it is a method graph as the
+  // frontend builds it, ready for lowering.
+  graph::Graph method_graph(int64_t t_min, int64_t t_max, bool buffers_as_inputs = true) const;
   // Logits of the last position after running `tokens` from position 0, computed
   // independently in double precision without a cache.
   std::vector<float> reference_logits(const std::vector<int32_t>& tokens) const;
