@@ -288,14 +288,6 @@ Result<Arena> parse_arena(std::string_view name) {
 }
 
 json program_metadata_json(const ProgramSpec& spec) {
-  json weights = json::array();
-  for (const auto& weight : spec.weights) {
-    weights.push_back({{"name", weight.name},
-                       {"dtype", dtype_name(weight.dtype)},
-                       {"shape", weight.shape},
-                       {"offset", weight.offset},
-                       {"nbytes", weight.nbytes}});
-  }
   json buffers = json::array();
   for (const auto& buffer : spec.buffers) {
     json copies = json::object();
@@ -305,13 +297,6 @@ json program_metadata_json(const ProgramSpec& spec) {
                        {"shape", buffer.shape},
                        {"arena", arena_name(buffer.arena)},
                        {"copy_bytes_per_step", copies}});
-  }
-  json delegates = json::array();
-  for (const auto& delegate : spec.delegates) {
-    delegates.push_back({{"backend", delegate.backend},
-                         {"method", delegate.method},
-                         {"offset", delegate.offset},
-                         {"size", delegate.size}});
   }
   json methods = json::array();
   for (const auto& method : spec.methods) {
@@ -342,12 +327,68 @@ json program_metadata_json(const ProgramSpec& spec) {
           {{"device", method.device_arena_bytes}, {"host", method.host_arena_bytes}}}});
   }
   return {{"format", "kvrt-program"},      {"required_features", spec.required_features},
-          {"producer", spec.producer},     {"weights", std::move(weights)},
-          {"buffers", std::move(buffers)}, {"delegates", std::move(delegates)},
+          {"producer", spec.producer},     {"weights", detail::weights_to_json(spec.weights)},
+          {"buffers", std::move(buffers)}, {"delegates", detail::delegates_to_json(spec.delegates)},
           {"methods", std::move(methods)}};
 }
 
 namespace detail {
+
+json weights_to_json(const std::vector<WeightSpec>& table) {
+  json weights = json::array();
+  for (const auto& weight : table) {
+    weights.push_back({{"name", weight.name},
+                       {"dtype", dtype_name(weight.dtype)},
+                       {"shape", weight.shape},
+                       {"offset", weight.offset},
+                       {"nbytes", weight.nbytes}});
+  }
+  return weights;
+}
+
+json delegates_to_json(const std::vector<DelegateSpec>& table) {
+  json delegates = json::array();
+  for (const auto& delegate : table) {
+    delegates.push_back({{"backend", delegate.backend},
+                         {"method", delegate.method},
+                         {"offset", delegate.offset},
+                         {"size", delegate.size}});
+  }
+  return delegates;
+}
+
+Result<std::vector<WeightSpec>> weights_from_json(const json& root) {
+  std::vector<WeightSpec> out;
+  KVRT_ASSIGN_OR_RETURN(const json* weights, array_field(root, "", "weights"));
+  for (size_t i = 0; i < weights->size(); ++i) {
+    const std::string path = at(std::string("weights"), i);
+    const json& entry = (*weights)[i];
+    WeightSpec weight;
+    KVRT_ASSIGN_OR_RETURN(weight.name, string_field(entry, path, "name"));
+    KVRT_ASSIGN_OR_RETURN(weight.dtype, dtype_field(entry, path));
+    KVRT_ASSIGN_OR_RETURN(weight.shape, static_shape_field(entry, path));
+    KVRT_ASSIGN_OR_RETURN(weight.offset, u64_field(entry, path, "offset"));
+    KVRT_ASSIGN_OR_RETURN(weight.nbytes, u64_field(entry, path, "nbytes"));
+    out.push_back(std::move(weight));
+  }
+  return out;
+}
+
+Result<std::vector<DelegateSpec>> delegates_from_json(const json& root) {
+  std::vector<DelegateSpec> out;
+  KVRT_ASSIGN_OR_RETURN(const json* delegates, array_field(root, "", "delegates"));
+  for (size_t i = 0; i < delegates->size(); ++i) {
+    const std::string path = at(std::string("delegates"), i);
+    const json& entry = (*delegates)[i];
+    DelegateSpec delegate;
+    KVRT_ASSIGN_OR_RETURN(delegate.backend, string_field(entry, path, "backend"));
+    KVRT_ASSIGN_OR_RETURN(delegate.method, string_field(entry, path, "method"));
+    KVRT_ASSIGN_OR_RETURN(delegate.offset, u64_field(entry, path, "offset"));
+    KVRT_ASSIGN_OR_RETURN(delegate.size, u64_field(entry, path, "size"));
+    out.push_back(std::move(delegate));
+  }
+  return out;
+}
 
 Result<ProgramSpec> program_spec_from_json(const json& root) {
   ProgramSpec spec;
@@ -361,18 +402,7 @@ Result<ProgramSpec> program_spec_from_json(const json& root) {
   }
   if (auto it = root.find("producer"); it != root.end()) spec.producer = *it;
 
-  KVRT_ASSIGN_OR_RETURN(const json* weights, array_field(root, "", "weights"));
-  for (size_t i = 0; i < weights->size(); ++i) {
-    const std::string path = at(std::string("weights"), i);
-    const json& entry = (*weights)[i];
-    WeightSpec weight;
-    KVRT_ASSIGN_OR_RETURN(weight.name, string_field(entry, path, "name"));
-    KVRT_ASSIGN_OR_RETURN(weight.dtype, dtype_field(entry, path));
-    KVRT_ASSIGN_OR_RETURN(weight.shape, static_shape_field(entry, path));
-    KVRT_ASSIGN_OR_RETURN(weight.offset, u64_field(entry, path, "offset"));
-    KVRT_ASSIGN_OR_RETURN(weight.nbytes, u64_field(entry, path, "nbytes"));
-    spec.weights.push_back(std::move(weight));
-  }
+  KVRT_ASSIGN_OR_RETURN(spec.weights, weights_from_json(root));
 
   KVRT_ASSIGN_OR_RETURN(const json* buffers, array_field(root, "", "buffers"));
   for (size_t i = 0; i < buffers->size(); ++i) {
@@ -397,17 +427,7 @@ Result<ProgramSpec> program_spec_from_json(const json& root) {
     spec.buffers.push_back(std::move(buffer));
   }
 
-  KVRT_ASSIGN_OR_RETURN(const json* delegates, array_field(root, "", "delegates"));
-  for (size_t i = 0; i < delegates->size(); ++i) {
-    const std::string path = at(std::string("delegates"), i);
-    const json& entry = (*delegates)[i];
-    DelegateSpec delegate;
-    KVRT_ASSIGN_OR_RETURN(delegate.backend, string_field(entry, path, "backend"));
-    KVRT_ASSIGN_OR_RETURN(delegate.method, string_field(entry, path, "method"));
-    KVRT_ASSIGN_OR_RETURN(delegate.offset, u64_field(entry, path, "offset"));
-    KVRT_ASSIGN_OR_RETURN(delegate.size, u64_field(entry, path, "size"));
-    spec.delegates.push_back(std::move(delegate));
-  }
+  KVRT_ASSIGN_OR_RETURN(spec.delegates, delegates_from_json(root));
 
   KVRT_ASSIGN_OR_RETURN(const json* methods, array_field(root, "", "methods"));
   for (size_t i = 0; i < methods->size(); ++i) {

@@ -17,6 +17,12 @@ namespace kvrt::format::detail {
 // between entries are checked by validate_program_spec. Errors name the field.
 Result<ProgramSpec> program_spec_from_json(const nlohmann::json& json);
 
+// The weight and delegate tables (shared with the engine file).
+nlohmann::json weights_to_json(const std::vector<WeightSpec>& weights);
+nlohmann::json delegates_to_json(const std::vector<DelegateSpec>& delegates);
+Result<std::vector<WeightSpec>> weights_from_json(const nlohmann::json& root);
+Result<std::vector<DelegateSpec>> delegates_from_json(const nlohmann::json& root);
+
 // The required features a spec needs (`aliased_io` when some delegate output is stored
 // in a buffer).
 std::vector<std::string> program_features_needed(const ProgramSpec& spec);
@@ -30,6 +36,10 @@ std::vector<std::string> program_features_needed(const ProgramSpec& spec);
 Status validate_program_spec(const ProgramSpec& spec,
                              std::span<const std::span<const std::byte>> blobs,
                              uint64_t weight_segment_size);
+
+// Weight table checks shared with the engine file: unique names, nbytes equal to shape
+// x dtype size, 64-aligned offsets inside the segment, no overlap.
+Status validate_weights(const std::vector<WeightSpec>& weights, uint64_t segment_size);
 
 Result<uint64_t> static_nbytes(DType dtype, std::span<const int64_t> shape);
 

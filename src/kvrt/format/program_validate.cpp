@@ -383,11 +383,13 @@ Status check_unique_names(const std::vector<Spec>& specs, std::string_view field
   return Status();
 }
 
-Status check_weights(const ProgramSpec& spec, uint64_t segment_size) {
-  KVRT_RETURN_IF_ERROR(check_unique_names(spec.weights, "weights"));
+}  // namespace
+
+Status validate_weights(const std::vector<WeightSpec>& weights, uint64_t segment_size) {
+  KVRT_RETURN_IF_ERROR(check_unique_names(weights, "weights"));
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (size_t i = 0; i < spec.weights.size(); ++i) {
-    const WeightSpec& w = spec.weights[i];
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const WeightSpec& w = weights[i];
     const std::string path = idx("weights", i);
     auto bytes = static_nbytes(w.dtype, w.shape);
     if (!bytes.ok()) return error(path + ".shape", bytes.status().message());
@@ -405,8 +407,6 @@ Status check_weights(const ProgramSpec& spec, uint64_t segment_size) {
   }
   return Status();
 }
-
-}  // namespace
 
 Result<uint64_t> static_nbytes(DType dtype, std::span<const int64_t> shape) {
   int64_t total = static_cast<int64_t>(dtype_size(dtype));
@@ -442,7 +442,7 @@ Status validate_program_spec(const ProgramSpec& spec,
       return error("required_features", "missing '" + feature + "' which the program uses");
     }
   }
-  KVRT_RETURN_IF_ERROR(check_weights(spec, weight_segment_size));
+  KVRT_RETURN_IF_ERROR(validate_weights(spec.weights, weight_segment_size));
   KVRT_RETURN_IF_ERROR(check_unique_names(spec.buffers, "buffers"));
   KVRT_RETURN_IF_ERROR(check_unique_names(spec.methods, "methods"));
   for (size_t i = 0; i < spec.buffers.size(); ++i) {

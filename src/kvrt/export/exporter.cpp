@@ -1,0 +1,211 @@
+#include "kvrt/export/exporter.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "kvrt/export/weight_convert.h"
+#include "kvrt/format/program.h"
+#include "kvrt/format/program_engine.h"
+
+namespace kvrt::exporter {
+namespace {
+
+constexpr ExportFormat kFormats[] = {ExportFormat::kProgram, ExportFormat::kEngine,
+                                     ExportFormat::kGraphJson};
+
+// The checkpoint tensor behind each weight of the spec, converted on the way.
+Result<std::vector<format::WeightFiller>> weight_fillers(
+    const frontend::Checkpoint& checkpoint, std::span<const format::WeightSpec> weights) {
+  std::vector<format::WeightFiller> fillers;
+  for (const format::WeightSpec& weight : weights) {
+    const frontend::WeightEntry* entry = checkpoint.weights().find(weight.name);
+    if (entry == nullptr) {
+      return not_found("checkpoint '", checkpoint.dir(), "' has no tensor '", weight.name, "'");
+    }
+    const DType from = entry->record.dtype;
+    const DType to = weight.dtype;
+    const frontend::WeightIndex* index = &checkpoint.weights();
+    fillers.push_back([index, entry, from, to](std::span<std::byte> out) -> Status {
+      KVRT_ASSIGN_OR_RETURN(std::span<const std::byte> bytes, index->bytes(*entry));
+      return convert_weight(bytes, from, out, to);
+    });
+  }
+  return fillers;
+}
+
+// --format engine has no instruction list: each method must be exactly one delegate
+// call and nothing else, or the artifact could not run (and could not declare copies).
+Status check_engine_expressible(const lowering::LoweredProgram& lowered) {
+  for (const format::MethodSpec& method : lowered.spec.methods) {
+    size_t calls = 0, other = 0;
+    for (const format::Instruction& instruction : method.instructions) {
+      (std::holds_alternative<format::DelegateCall>(instruction) ? calls : other) += 1;
+    }
+    if (calls != 1 || other != 0) {
+      return not_supported(
+          "--format engine needs every method to be one engine partition; "
+          "method '",
+          method.name, "' has ", calls, " partitions and ", other,
+          " host instructions (use --format program)");
+    }
+  }
+  return Status();
+}
+
+// Text written like the binary formats: temporary file in the same directory, renamed.
+Status write_text_atomically(const std::string& path, const std::string& text) {
+  std::string temp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) return invalid_argument("cannot write '", path, "': ", std::strerror(errno));
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  (void)::fchmod(fd, 0666 & ~mask);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      ::unlink(temp.c_str());
+      return invalid_argument("cannot write '", path, "': ", reason);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(temp.c_str());
+    return invalid_argument("cannot write '", path, "': ", reason);
+  }
+  return Status();
+}
+
+nlohmann::json producer_json(const frontend::Checkpoint& checkpoint, const ExportOptions& options) {
+  const frontend::ModelConfig& config = checkpoint.config();
+  nlohmann::json generation = {{"eos_token_ids", checkpoint.generation().eos_token_ids}};
+  if (checkpoint.generation().bos_token_id) {
+    generation["bos_token_id"] = *checkpoint.generation().bos_token_id;
+  }
+  return {{"tool", "kvrt export"},
+          {"checkpoint", std::filesystem::path(checkpoint.dir()).filename().string()},
+          {"architecture", frontend::architecture_name(config.architecture)},
+          {"vocab_size", config.vocab_size},
+          {"num_hidden_layers", config.num_hidden_layers},
+          {"cache_dtype", dtype_name(options.cache_dtype)},
+          {"generation", generation}};
+}
+
+}  // namespace
+
+std::string_view export_format_name(ExportFormat format) {
+  switch (format) {
+    case ExportFormat::kProgram:
+      return "program";
+    case ExportFormat::kEngine:
+      return "engine";
+    case ExportFormat::kGraphJson:
+      return "graph-json";
+  }
+  return "invalid";
+}
+
+Result<ExportFormat> parse_export_format(std::string_view name) {
+  for (ExportFormat format : kFormats) {
+    if (export_format_name(format) == name) return format;
+  }
+  return invalid_argument("unknown format '", name, "' (program, engine or graph-json)");
+}
+
+Result<MethodGraphs> build_method_graphs(const frontend::Checkpoint& checkpoint,
+                                         const ExportOptions& options) {
+  if (options.weight_dtype && !is_floating(*options.weight_dtype)) {
+    return invalid_argument("--dtype must be f32, f16 or bf16, not ",
+                            dtype_name(*options.weight_dtype));
+  }
+  frontend::BuildOptions build;
+  build.max_seq = options.max_seq;
+  build.max_prompt = options.max_prompt;
+  build.cache_dtype = options.cache_dtype;
+  MethodGraphs graphs;
+  build.method = frontend::MethodKind::kPrefill;
+  KVRT_ASSIGN_OR_RETURN(graphs.prefill, checkpoint.build_graph(build));
+  build.method = frontend::MethodKind::kDecode;
+  KVRT_ASSIGN_OR_RETURN(graphs.decode, checkpoint.build_graph(build));
+  if (options.weight_dtype) {
+    for (graph::Graph* g : {&graphs.prefill, &graphs.decode}) {
+      for (graph::Value& value : g->values) {
+        if (value.kind == graph::ValueKind::kParameter && is_floating(value.dtype)) {
+          value.dtype = *options.weight_dtype;
+        }
+      }
+    }
+  }
+  return graphs;
+}
+
+nlohmann::json graphs_json(const MethodGraphs& graphs) {
+  return {
+      {"format", "kvrt-graphs"},
+      {"version", 1},
+      {"methods",
+       {{"prefill", graph::to_json(graphs.prefill)}, {"decode", graph::to_json(graphs.decode)}}}};
+}
+
+Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
+  if (options.output_path.empty()) return invalid_argument("no output path (-o)");
+  KVRT_ASSIGN_OR_RETURN(frontend::Checkpoint checkpoint,
+                        frontend::Checkpoint::open(options.checkpoint_dir));
+  KVRT_ASSIGN_OR_RETURN(MethodGraphs graphs, build_method_graphs(checkpoint, options));
+  ExportSummary summary;
+  summary.methods = 2;
+  if (options.format == ExportFormat::kGraphJson) {
+    std::string text;
+    try {
+      text = graphs_json(graphs).dump(1);
+    } catch (const std::exception& e) {
+      return invalid_argument("cannot serialize graphs: ", e.what());
+    }
+    KVRT_RETURN_IF_ERROR(write_text_atomically(options.output_path, text));
+    summary.file_bytes = text.size();
+    return summary;
+  }
+
+  lowering::LoweringOptions lowering_options;
+  lowering_options.partition.force_host = options.force_host;
+  lowering_options.target_device = options.target_device;
+  lowering_options.producer = producer_json(checkpoint, options);
+  const lowering::MethodGraph methods[] = {{"prefill", &graphs.prefill},
+                                           {"decode", &graphs.decode}};
+  KVRT_ASSIGN_OR_RETURN(lowering::LoweredProgram lowered,
+                        lowering::lower_program(methods, lowering_options));
+  KVRT_ASSIGN_OR_RETURN(std::vector<format::WeightFiller> fillers,
+                        weight_fillers(checkpoint, lowered.spec.weights));
+  format::ProgramWriteOptions write_options;
+  write_options.progress = options.progress;
+  if (options.format == ExportFormat::kEngine) {
+    KVRT_RETURN_IF_ERROR(check_engine_expressible(lowered));
+    format::EngineFileSpec engine;
+    engine.weights = lowered.spec.weights;
+    engine.delegates = lowered.spec.delegates;
+    engine.producer = lowered.spec.producer;
+    KVRT_RETURN_IF_ERROR(format::write_engine_file(options.output_path, engine, lowered.blobs,
+                                                   fillers, write_options));
+  } else {
+    KVRT_RETURN_IF_ERROR(format::write_program(options.output_path, lowered.spec, lowered.blobs,
+                                               fillers, write_options));
+  }
+  for (const format::WeightSpec& weight : lowered.spec.weights)
+    summary.weight_bytes += weight.nbytes;
+  summary.weights = lowered.spec.weights.size();
+  summary.delegates = lowered.spec.delegates.size();
+  std::error_code error;
+  summary.file_bytes = std::filesystem::file_size(options.output_path, error);
+  return summary;
+}
+
+}  // namespace kvrt::exporter
