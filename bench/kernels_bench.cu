@@ -1,0 +1,567 @@
+// kernels_bench: times every kernel of src/kvrt/engine/cuda at the shapes of
+// TinyLlama-1.1B and Llama-3.2-1B, next to a device-to-device copy measured in the same
+// run and, where one exists, the cuBLASLt equivalent. Prints a markdown table and
+// writes it to --out.
+//
+// Method: each case is captured in a CUDA graph of many launches that rotate through
+// enough copies of the weights (or caches) to exceed L2 several times, so every launch
+// reads from HBM; a replay is timed with CUDA events and divided by the launch count;
+// the median over replays is reported. Our kernels are timed with programmatic
+// dependent launch (as a captured decode step runs them) and without.
+//
+//   kernels_bench [--out FILE] [--iters N]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvrt/engine/cuda/kernels.h"
+
+namespace kvrt::engine::cuda {
+namespace {
+
+constexpr size_t kRotateBytes = 512ull << 20;  // > 8x the H200's 60 MB L2
+
+void die(const std::string& what) {
+  std::fprintf(stderr, "kernels_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+void check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(error));
+}
+void check(const Status& status) {
+  if (!status.ok()) die(status.to_string());
+}
+
+// Uniform values in [-scale, scale) as bf16, from a hash of the index: never zeros.
+__global__ void fill_bf16(uint16_t* out, size_t count, float scale, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9e3779b9u ^ seed ^ static_cast<uint32_t>(i >> 32);
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    const float u = (static_cast<float>(h >> 8) / 16777216.0f) * 2.0f - 1.0f;
+    out[i] = __bfloat16_as_ushort(__float2bfloat16(u * scale));
+  }
+}
+
+// A device allocation freed at scope exit.
+struct Buffer {
+  explicit Buffer(size_t bytes) : bytes(bytes) { check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
+  ~Buffer() { cudaFree(ptr); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  bf16* bf() const { return static_cast<bf16*>(ptr); }
+  void random(float scale, uint32_t seed) {
+    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(ptr), bytes / 2, scale, seed);
+    check(cudaGetLastError(), "fill");
+    check(cudaDeviceSynchronize(), "fill");  // the timed stream does not wait on this one
+  }
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// `copies` buffers of `bytes` each, random bf16.
+std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float scale) {
+  std::vector<std::unique_ptr<Buffer>> out;
+  for (int i = 0; i < copies; ++i) {
+    out.push_back(std::make_unique<Buffer>(bytes));
+    out.back()->random(scale, 1234u + static_cast<uint32_t>(i));
+  }
+  return out;
+}
+int copies_for(size_t bytes) {
+  return static_cast<int>(std::max<size_t>(2, (kRotateBytes + bytes - 1) / bytes));
+}
+
+struct Timer {
+  cudaStream_t stream = nullptr;
+  int iters = 50;
+
+  // Median microseconds per launch of `launch(i)` for i in [0, launches), captured in a
+  // graph and replayed `iters` times.
+  double per_launch_us(const std::function<Status(int, cudaStream_t)>& launch, int launches) {
+    for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
+    check(cudaStreamSynchronize(stream), "warm-up");
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int i = 0; i < launches; ++i) check(launch(i, stream));
+    check(cudaStreamEndCapture(stream, &graph), "end capture");
+    cudaGraphExec_t exec = nullptr;
+    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    cudaEvent_t start, stop;
+    check(cudaEventCreate(&start), "event");
+    check(cudaEventCreate(&stop), "event");
+    check(cudaGraphLaunch(exec, stream), "graph warm-up");
+    std::vector<double> times;
+    for (int it = 0; it < iters; ++it) {
+      check(cudaEventRecord(start, stream), "record");
+      check(cudaGraphLaunch(exec, stream), "graph launch");
+      check(cudaEventRecord(stop, stream), "record");
+      check(cudaEventSynchronize(stop), "sync");
+      float ms = 0.0f;
+      check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+      times.push_back(1000.0 * ms / launches);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+
+  // Ours with PDL, ours without, as a pair.
+  std::pair<double, double> ours(const std::function<Status(int, cudaStream_t)>& launch,
+                                 int launches) {
+    set_programmatic_launch(true);
+    const double pdl = per_launch_us(launch, launches);
+    set_programmatic_launch(false);
+    const double plain = per_launch_us(launch, launches);
+    set_programmatic_launch(true);
+    return {pdl, plain};
+  }
+};
+
+struct Model {
+  const char* name;
+  int hidden, inter, vocab, q_heads, kv_heads, head_dim;
+};
+
+class Report {
+ public:
+  explicit Report(double copy_gbs) : copy_gbs_(copy_gbs) {}
+  // A memory-bound row: bytes moved, our times (PDL, plain), the cuBLASLt time or 0.
+  void bandwidth(const std::string& model, const std::string& kernel, const std::string& shape,
+                 double bytes, std::pair<double, double> us, double lt_us) {
+    const double gbs = bytes / (us.first * 1e3);
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f | %.0f%% | %s | %s |",
+                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second, gbs,
+                  100.0 * gbs / copy_gbs_, lt_us > 0 ? fmt("%.2f", lt_us).c_str() : "-",
+                  lt_us > 0 ? fmt("%.2fx", lt_us / us.first).c_str() : "-");
+    add(line);
+  }
+  // A latency-bound row (a few KB moved): time only.
+  void latency(const std::string& model, const std::string& kernel, const std::string& shape,
+               std::pair<double, double> us) {
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | - | - | - | - |",
+                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second);
+    add(line);
+  }
+  // A compute-bound row: TFLOP/s instead of bandwidth.
+  void compute(const std::string& model, const std::string& kernel, const std::string& shape,
+               double flops, std::pair<double, double> us, const char* note) {
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f TFLOP/s | %s | - | - |",
+                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second,
+                  flops / (us.first * 1e6), note);
+    add(line);
+  }
+  void add(const std::string& line) {
+    rows_.push_back(line);
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  std::string table() const {
+    std::string out =
+        "| model | kernel | shape | ours µs (PDL) | ours µs (no PDL) | GB/s | % of copy | "
+        "cuBLASLt µs | cuBLASLt / ours |\n|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& row : rows_) out += row + "\n";
+    return out;
+  }
+
+ private:
+  static std::string fmt(const char* format, double value) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof(buffer), format, value);
+    return buffer;
+  }
+  double copy_gbs_;
+  std::vector<std::string> rows_;
+};
+
+// A plain SM copy (16-byte loads and stores, grid-stride), the other copy peer.
+__global__ void copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, size_t count) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    out[i] = in[i];
+  }
+}
+
+// Copy bandwidth counting bytes read plus bytes written, three ways: cudaMemcpyAsync
+// launched eagerly, the same inside a graph (a graph memcpy node), and an SM copy kernel.
+struct CopyBandwidth {
+  double eager = 0, graph = 0, kernel = 0;
+  double best() const { return std::max(eager, std::max(graph, kernel)); }
+};
+
+CopyBandwidth copy_bandwidth(Timer& timer) {
+  const size_t bytes = 1ull << 30;
+  Buffer a(bytes), b(bytes);
+  a.random(1.0f, 1);
+  CopyBandwidth out;
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<double> times;
+  for (int i = 0; i < timer.iters + 3; ++i) {
+    check(cudaEventRecord(start, timer.stream), "record");
+    check(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, timer.stream), "copy");
+    check(cudaEventRecord(stop, timer.stream), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    if (i >= 3) times.push_back(1000.0 * ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  out.eager = 2.0 * bytes / (times[times.size() / 2] * 1e3);
+  out.graph = 2.0 * bytes /
+              (timer.per_launch_us(
+                   [&](int, cudaStream_t s) {
+                     return cuda_check(
+                         cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, s), "copy");
+                   },
+                   4) *
+               1e3);
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sms");
+  out.kernel =
+      2.0 * bytes /
+      (timer.per_launch_us(
+           [&](int, cudaStream_t s) {
+             copy_kernel<<<sms * 8, 256, 0, s>>>(static_cast<const uint4*>(a.ptr),
+                                                 static_cast<uint4*>(b.ptr), bytes / sizeof(uint4));
+             return cuda_check(cudaGetLastError(), "copy kernel");
+           },
+           4) *
+       1e3);
+  return out;
+}
+
+// One decode linear layer: ours (with its fusions) against a cuBLASLt GEMM of the same
+// matrix (tokens = N), which has no norm or SwiGLU fusion.
+void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& m,
+                  const char* kernel, int tokens, int rows, int in, bool norm, bool swiglu,
+                  bool residual, bool f32_out) {
+  const int mats = swiglu ? 2 : 1;
+  const size_t w_bytes = static_cast<size_t>(mats) * rows * in * 2;
+  const int copies = copies_for(w_bytes);
+  auto weights = rotation(w_bytes, copies, 1.0f / 64);
+  Buffer x(static_cast<size_t>(tokens) * in * 2), gamma(static_cast<size_t>(in) * 2);
+  Buffer y(static_cast<size_t>(tokens) * mats * rows * 4),
+      res(static_cast<size_t>(tokens) * rows * 2);
+  x.random(1.0f, 7);
+  gamma.random(1.0f, 8);
+  res.random(1.0f, 9);
+  const int launches = std::max(copies, 32);
+  const auto ours = timer.ours(
+      [&](int i, cudaStream_t s) {
+        DecodeLinear op;
+        op.weight = weights[static_cast<size_t>(i % copies)]->bf();
+        op.input = x.bf();
+        op.tokens = tokens;
+        op.rows = rows;
+        op.in = in;
+        op.norm_weight = norm ? gamma.bf() : nullptr;
+        op.swiglu = swiglu;
+        op.residual = residual ? res.bf() : nullptr;
+        if (f32_out) {
+          op.output_f32 = static_cast<float*>(y.ptr);
+        } else {
+          op.output = residual ? res.bf() : y.bf();
+        }
+        return decode_linear(op, s);
+      },
+      launches);
+  set_programmatic_launch(false);
+  const double lt_us = timer.per_launch_us(
+      [&](int i, cudaStream_t s) {
+        return lt.run(weights[static_cast<size_t>(i % copies)]->bf(), x.bf(), tokens, mats * rows,
+                      in, residual ? res.bf() : nullptr, residual ? res.bf() : y.bf(), s);
+      },
+      launches);
+  set_programmatic_launch(true);
+  const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
+  const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
+                       (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0);
+  char shape[128];
+  std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, mats * rows, in,
+                norm ? " +norm" : "");
+  report.bandwidth(m.name, kernel, shape, bytes, ours, lt_us);
+}
+
+void bench_decode_attention(Timer& timer, Report& report, const Model& m, int length) {
+  const int dim = m.head_dim;
+  const size_t cache_bytes = static_cast<size_t>(m.kv_heads) * length * dim * 2;
+  const int copies = copies_for(2 * cache_bytes);
+  auto k = rotation(cache_bytes, copies, 1.0f);
+  auto v = rotation(cache_bytes, copies, 1.0f);
+  Buffer q(static_cast<size_t>(m.q_heads) * dim * 2), out(static_cast<size_t>(m.q_heads) * dim * 2);
+  q.random(1.0f, 3);
+  int32_t* position = nullptr;
+  check(cudaMalloc(&position, sizeof(int32_t)), "position");
+  const int32_t last = length - 1;
+  check(cudaMemcpy(position, &last, sizeof(last), cudaMemcpyHostToDevice), "position");
+  auto splits = decode_attention_splits(m.q_heads, m.kv_heads, length);
+  check(splits.status());
+  const size_t ws_bytes = decode_attention_workspace_bytes(m.q_heads, dim, *splits);
+  Buffer workspace(ws_bytes);
+  const auto us = timer.ours(
+      [&](int i, cudaStream_t s) {
+        DecodeAttention op;
+        op.q = q.bf();
+        op.k_cache = k[static_cast<size_t>(i % copies)]->bf();
+        op.v_cache = v[static_cast<size_t>(i % copies)]->bf();
+        op.position = position;
+        op.out = out.bf();
+        op.q_heads = m.q_heads;
+        op.kv_heads = m.kv_heads;
+        op.head_dim = dim;
+        op.max_seq = length;
+        op.splits = *splits;
+        op.workspace = static_cast<float*>(workspace.ptr);
+        op.workspace_bytes = ws_bytes;
+        return decode_attention(op, s);
+      },
+      std::max(copies, 32));
+  cudaFree(position);
+  char shape[128];
+  std::snprintf(shape, sizeof(shape), "cache %d, %dq/%dkv heads, d%d, %d splits", length, m.q_heads,
+                m.kv_heads, dim, *splits);
+  report.bandwidth(m.name, "decode attention (+combine)", shape,
+                   2.0 * cache_bytes + 4.0 * m.q_heads * dim, us, 0.0);
+}
+
+void bench_small_ops(Timer& timer, Report& report, const Model& m) {
+  const int dim = m.head_dim, width = (m.q_heads + 2 * m.kv_heads) * dim, max_seq = 4096;
+  Buffer qkv(static_cast<size_t>(width) * 2),
+      k(static_cast<size_t>(m.kv_heads) * max_seq * dim * 2),
+      v(static_cast<size_t>(m.kv_heads) * max_seq * dim * 2);
+  qkv.random(1.0f, 4);
+  auto table = rope_inv_freq(dim, 500000.0f, RopeScaling{});
+  check(table.status());
+  float* inv_freq = nullptr;
+  int32_t* ids = nullptr;
+  check(cudaMalloc(&inv_freq, table->size() * 4), "inv_freq");
+  check(cudaMemcpy(inv_freq, table->data(), table->size() * 4, cudaMemcpyHostToDevice), "copy");
+  check(cudaMalloc(&ids, 4), "ids");
+  const int32_t id = 1000;
+  check(cudaMemcpy(ids, &id, 4, cudaMemcpyHostToDevice), "copy");
+  const auto rope_us = timer.ours(
+      [&](int, cudaStream_t s) {
+        RopeKvWrite op;
+        op.qkv = qkv.bf();
+        op.positions = ids;  // position 1000
+        op.inv_freq = inv_freq;
+        op.q_heads = m.q_heads;
+        op.kv_heads = m.kv_heads;
+        op.head_dim = dim;
+        op.k_cache = k.bf();
+        op.v_cache = v.bf();
+        op.max_seq = max_seq;
+        return rope_kv_write(op, s);
+      },
+      32);
+  report.latency(m.name, "rope + kv write", "T=1, position 1000", rope_us);
+
+  Buffer embed(static_cast<size_t>(m.vocab) * m.hidden * 2), h(static_cast<size_t>(m.hidden) * 2);
+  embed.random(1.0f, 5);
+  const auto embed_us = timer.ours(
+      [&](int, cudaStream_t s) {
+        return embedding_gather(embed.bf(), m.vocab, m.hidden, ids, 1, h.bf(), s);
+      },
+      32);
+  report.latency(m.name, "embedding gather", "T=1", embed_us);
+
+  Buffer logits(static_cast<size_t>(m.vocab) * 4);
+  fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(logits.ptr), m.vocab * 2ull, 1.0f, 6);
+  check(cudaDeviceSynchronize(), "fill");
+  const size_t ws_bytes = argmax_workspace_bytes(1, m.vocab);
+  Buffer workspace(ws_bytes);
+  const auto argmax_us = timer.ours(
+      [&](int, cudaStream_t s) {
+        return argmax(static_cast<float*>(logits.ptr), 1, m.vocab, workspace.ptr, ws_bytes, ids, s);
+      },
+      32);
+  check(cudaMemcpy(ids, &id, 4, cudaMemcpyHostToDevice), "copy");
+  char shape[64];
+  std::snprintf(shape, sizeof(shape), "vocab %d, f32", m.vocab);
+  report.latency(m.name, "argmax (2 stages)", shape, argmax_us);
+  cudaFree(inv_freq);
+  cudaFree(ids);
+}
+
+void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model& m, int tokens) {
+  const int dim = m.head_dim, width = (m.q_heads + 2 * m.kv_heads) * dim;
+  Buffer x(static_cast<size_t>(tokens) * std::max(m.hidden, m.inter) * 2);
+  Buffer w(static_cast<size_t>(2) * m.inter * m.hidden * 2);
+  Buffer y(static_cast<size_t>(tokens) * 2 * m.inter * 2);
+  x.random(1.0f, 10);
+  w.random(1.0f / 64, 11);
+  struct Gemm {
+    const char* name;
+    int rows, in;
+  };
+  const Gemm gemms[] = {{"prefill linear qkv", width, m.hidden},
+                        {"prefill linear gate/up", 2 * m.inter, m.hidden},
+                        {"prefill linear down", m.hidden, m.inter}};
+  for (const Gemm& g : gemms) {
+    const auto us = timer.ours(
+        [&](int, cudaStream_t s) {
+          return lt.run(w.bf(), x.bf(), tokens, g.rows, g.in, nullptr, y.bf(), s);
+        },
+        8);
+    char shape[128];
+    std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d", tokens, g.rows, g.in);
+    report.compute(m.name, g.name, shape, 2.0 * tokens * g.rows * g.in, us, "cuBLASLt itself");
+  }
+
+  const int max_seq = tokens;
+  Buffer k(static_cast<size_t>(m.kv_heads) * max_seq * dim * 2),
+      v(static_cast<size_t>(m.kv_heads) * max_seq * dim * 2),
+      qkv(static_cast<size_t>(tokens) * width * 2),
+      out(static_cast<size_t>(tokens) * m.q_heads * dim * 2);
+  k.random(1.0f, 12);
+  v.random(1.0f, 13);
+  qkv.random(1.0f, 14);
+  std::vector<int32_t> host_positions(static_cast<size_t>(tokens));
+  for (int t = 0; t < tokens; ++t) host_positions[static_cast<size_t>(t)] = t;
+  int32_t* positions = nullptr;
+  check(cudaMalloc(&positions, host_positions.size() * 4), "positions");
+  check(cudaMemcpy(positions, host_positions.data(), host_positions.size() * 4,
+                   cudaMemcpyHostToDevice),
+        "positions");
+  const auto us = timer.ours(
+      [&](int, cudaStream_t s) {
+        PrefillAttention op;
+        op.q = qkv.bf();
+        op.q_token_stride = width;
+        op.k_cache = k.bf();
+        op.v_cache = v.bf();
+        op.positions = positions;
+        op.out = out.bf();
+        op.tokens = tokens;
+        op.q_heads = m.q_heads;
+        op.kv_heads = m.kv_heads;
+        op.head_dim = dim;
+        op.max_seq = max_seq;
+        return prefill_attention(op, s);
+      },
+      8);
+  cudaFree(positions);
+  // Causal: query t does 2 * (t + 1) * dim FLOPs for scores and as many for P·V per head.
+  const double flops = 4.0 * m.q_heads * dim * (static_cast<double>(tokens) * (tokens + 1) / 2);
+  char shape[128];
+  std::snprintf(shape, sizeof(shape), "T=%d causal, %dq/%dkv heads, d%d", tokens, m.q_heads,
+                m.kv_heads, dim);
+  report.compute(m.name, "prefill attention", shape, flops, us, "mma.sync bf16");
+
+  Buffer hidden(static_cast<size_t>(tokens) * m.hidden * 2),
+      gamma(static_cast<size_t>(m.hidden) * 2);
+  hidden.random(1.0f, 15);
+  gamma.random(1.0f, 16);
+  const auto norm_us = timer.ours(
+      [&](int, cudaStream_t s) {
+        return rmsnorm(hidden.bf(), gamma.bf(), hidden.bf(), tokens, m.hidden, 1e-5f, s);
+      },
+      8);
+  char norm_shape[64];
+  std::snprintf(norm_shape, sizeof(norm_shape), "T=%d, hidden %d", tokens, m.hidden);
+  report.bandwidth(m.name, "rmsnorm (in place)", norm_shape, 4.0 * tokens * m.hidden, norm_us, 0.0);
+  const auto swiglu_us = timer.ours(
+      [&](int, cudaStream_t s) { return swiglu(y.bf(), x.bf(), tokens, m.inter, s); }, 8);
+  char swiglu_shape[64];
+  std::snprintf(swiglu_shape, sizeof(swiglu_shape), "T=%d, intermediate %d", tokens, m.inter);
+  report.bandwidth(m.name, "swiglu", swiglu_shape, 6.0 * tokens * m.inter, swiglu_us, 0.0);
+}
+
+int run(int argc, char** argv) {
+  std::string out_path;
+  Timer timer;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+      out_path = argv[++i];
+    } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
+      timer.iters = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: kernels_bench [--out FILE] [--iters N]\n");
+      return 2;
+    }
+  }
+  std::string why;
+  if (!cuda_device_available(&why)) die(why);
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "properties");
+  check(cudaStreamCreateWithFlags(&timer.stream, cudaStreamNonBlocking), "stream");
+
+  const CopyBandwidth copy = copy_bandwidth(timer);
+  const double copy_gbs = copy.best();
+  char header[1024];
+  std::snprintf(header, sizeof(header),
+                "Device: %s, %d SMs, %.0f MB L2. Copy bandwidth over 1 GiB (read + write "
+                "counted): cudaMemcpyAsync %.0f GB/s eager, %.0f GB/s as a graph node; SM copy "
+                "kernel %.0f GB/s. \"%% of copy\" divides by the best of the three, %.0f GB/s. "
+                "Median of %d graph replays; µs per launch.\n",
+                prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, copy.eager, copy.graph,
+                copy.kernel, copy_gbs, timer.iters);
+  std::printf("%s\n", header);
+
+  auto lt = PrefillLinear::create();
+  check(lt.status());
+  Report report(copy_gbs);
+  const Model models[] = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64},
+                          {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64}};
+  for (const Model& m : models) {
+    const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
+    bench_linear(timer, report, **lt, m, "decode qkv (norm fused)", 1, qkv_rows, m.hidden, true,
+                 false, false, false);
+    bench_linear(timer, report, **lt, m, "decode o_proj (+residual)", 1, m.hidden,
+                 m.q_heads * m.head_dim, false, false, true, false);
+    bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", 1, m.inter, m.hidden, true,
+                 true, false, false);
+    bench_linear(timer, report, **lt, m, "decode down (+residual)", 1, m.hidden, m.inter, false,
+                 false, true, false);
+    bench_linear(timer, report, **lt, m, "decode LM head (norm, f32 out)", 1, m.vocab, m.hidden,
+                 true, false, false, true);
+    for (int tokens : {2, 4, 8}) {
+      bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", tokens, m.inter,
+                   m.hidden, true, true, false, false);
+    }
+    bench_decode_attention(timer, report, m, 4096);
+    bench_decode_attention(timer, report, m, 32768);
+    bench_small_ops(timer, report, m);
+    bench_prefill(timer, report, **lt, m, 512);
+  }
+  check(cudaStreamSynchronize(timer.stream), "final sync");
+  check(cudaGetLastError(), "final check");
+
+  const std::string text = std::string(header) + "\n" + report.table();
+  std::printf("\n%s", text.c_str());
+  if (!out_path.empty()) {
+    FILE* file = std::fopen(out_path.c_str(), "w");
+    if (file == nullptr) die("cannot write " + out_path);
+    std::fputs(text.c_str(), file);
+    std::fclose(file);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvrt::engine::cuda
+
+int main(int argc, char** argv) {
+  return kvrt::engine::cuda::run(argc, argv);
+}

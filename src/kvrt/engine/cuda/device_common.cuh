@@ -1,0 +1,97 @@
+// Device-side helpers shared by the kernels: bf16 unpacking, warp reductions, streaming
+// loads, programmatic dependent launch (PDL), and the launch wrapper that applies it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include "kvrt/engine/cuda/kernels.h"
+
+namespace kvrt::engine::cuda::detail {
+
+// A bf16 is the top half of an f32: unpacking is a shift or a mask.
+__device__ __forceinline__ float bf16_lo(uint32_t pair) {
+  return __uint_as_float(pair << 16);
+}
+__device__ __forceinline__ float bf16_hi(uint32_t pair) {
+  return __uint_as_float(pair & 0xffff0000u);
+}
+__device__ __forceinline__ float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16(x));
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&pair);
+}
+
+// 16 bytes of read-once data (weights), or zeros when !valid: a predicated load, so an
+// unrolled loop issues all its loads back to back without branches. Not kept in L1, so
+// staged activations stay there. Only for data no kernel of the stream writes (it may be
+// issued before pdl_wait()).
+__device__ __forceinline__ uint4 load_stream(const void* ptr, bool valid) {
+  uint4 v;
+  asm("{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.b32 p, %5, 0;\n"
+      "  mov.b32 %0, 0;\n"
+      "  mov.b32 %1, 0;\n"
+      "  mov.b32 %2, 0;\n"
+      "  mov.b32 %3, 0;\n"
+      "  @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      "}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(ptr), "r"(static_cast<int>(valid)));
+  return v;
+}
+
+// Asks L2 to fetch [ptr, ptr + bytes) (bytes a multiple of 16, ptr 16-byte aligned).
+__device__ __forceinline__ void prefetch_l2(const void* ptr, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+}
+
+// PDL: pdl_wait() blocks until the preceding kernel on the stream has completed and its
+// writes are visible (a no-op without PDL). Every kernel calls it, in every thread,
+// before it reads activations or writes anything, so that completion of any kernel
+// implies completion of all kernels before it. pdl_launch_dependents() lets the next
+// kernel's blocks be scheduled as soon as this one's are all running.
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__host__ __device__ constexpr int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+// Launches `kernel` on `stream`, with the PDL attribute when programmatic_launch() is on
+// and the stream is a created one (the legacy default stream keeps plain ordering).
+template <typename... Params, typename... Args>
+Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+              std::string_view name, Args&&... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = programmatic_launch() && stream != nullptr ? 1 : 0;
+  return cuda_check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
+}
+
+}  // namespace kvrt::engine::cuda::detail

@@ -1,0 +1,226 @@
+// kvrt's CUDA kernel library: the ops the CUDA engine assembles a Llama-family decoder
+// from, each proven on its own against a CPU reference (test/) and timed (bench/).
+//
+// Conventions (docs/kernels.md has the design of each kernel):
+// - bf16 storage, f32 accumulation; built for Hopper (sm_90a) only.
+// - Plain device pointers + sizes + a stream. Every call checks its arguments first and
+//   returns InvalidArgument naming the argument, before it touches the device; a failed
+//   launch comes back as Internal with the CUDA error name.
+// - Positions and token ids are read from device memory, never baked into a launch, so
+//   a decode step can be captured once in a CUDA graph and replayed after the caller
+//   writes the next position / token into the same device buffers.
+// - Kernels are launched with programmatic dependent launch (PDL) by default on created
+//   streams: a kernel may start (and prefetch its weights into L2) while its predecessor
+//   on the stream drains; it reads nothing that predecessor writes before the dependency
+//   is resolved.
+// - This header compiles with g++ (the engine's .cpp files): only CUDA runtime types.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "kvrt/core/result.h"
+#include "kvrt/core/status.h"
+
+namespace kvrt::engine::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// ---------------------------------------------------------------------------------------
+// Device and launch settings
+
+// True when a CUDA device that can run these kernels (compute capability 9.0, the sm_90a
+// build) is present. Otherwise false, with the reason in *why ("no CUDA device: ...").
+bool cuda_device_available(std::string* why);
+
+// Ok for cudaSuccess, else Internal "<what>: <cudaErrorName> (<description>)".
+Status cuda_check(cudaError_t error, std::string_view what);
+
+// Multiprocessor count of the current device (cached per device).
+Result<int> sm_count();
+
+// Programmatic dependent launch for every kernel of this library (default on). Off makes
+// each kernel wait for its predecessor's completion before it starts, as plain launches
+// do; results are the same either way.
+void set_programmatic_launch(bool enabled);
+bool programmatic_launch();
+
+// ---------------------------------------------------------------------------------------
+// Decode linear layers: y = W·x for 1..8 token vectors (tensor-core GEMV)
+
+// W is row-major [rows, in] as stored in HF checkpoints. Fusions:
+//  - norm_weight set: x is RMS-normalized on the fly (HF LlamaRMSNorm: bf16(x·rsqrt(
+//    mean(x²)+eps)) · gamma, rounded to bf16), computed once per block from x.
+//  - swiglu: W is [2·rows, in], the gate rows then the up rows (the two HF matrices
+//    concatenated, not interleaved); y = bf16(silu(gate) · up), HF's rounding points.
+//  - residual set: y = bf16(bf16(W·x) + residual); residual may be the output storage
+//    itself (h += o_proj(attn) in place).
+//  - q/k/v or any concatenation of matrices that share x: concatenate their rows.
+// Exactly one of output (bf16) and output_f32 (f32, e.g. logits; no residual/swiglu).
+// in must be a multiple of 8; weight and input 16-byte aligned; output must not overlap
+// the input. tokens·in·2 bytes of x are staged in shared memory (≤ 200 KiB).
+struct DecodeLinear {
+  const bf16* weight = nullptr;       // [rows, in], or [2·rows, in] with swiglu
+  const bf16* input = nullptr;        // [tokens, in]
+  int tokens = 1;                     // 1..8
+  int rows = 0;                       // output features
+  int in = 0;                         // input features
+  const bf16* norm_weight = nullptr;  // [in] RMSNorm gamma, or null
+  float norm_eps = 1e-5f;
+  bool swiglu = false;
+  const bf16* residual = nullptr;  // [tokens, rows], or null
+  bf16* output = nullptr;          // [tokens, rows]
+  float* output_f32 = nullptr;     // [tokens, rows]
+};
+Status decode_linear(const DecodeLinear& op, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// Prefill linear layers: cuBLASLt GEMM, y[tokens, rows] = x[tokens, in] · Wᵀ (+ residual)
+
+class PrefillLinear {
+ public:
+  // Creates the cuBLASLt handle and a device workspace of `workspace_bytes`.
+  static Result<std::unique_ptr<PrefillLinear>> create(size_t workspace_bytes = 32u << 20);
+  ~PrefillLinear();
+  PrefillLinear(const PrefillLinear&) = delete;
+  PrefillLinear& operator=(const PrefillLinear&) = delete;
+
+  // residual (may equal output) is added through cuBLASLt's C operand (beta = 1), in the
+  // same f32 epilogue as the product. Plans (descriptors, heuristic's algorithm) are
+  // cached per shape and pointer alignment; the call is capturable in a CUDA graph.
+  Status run(const bf16* weight, const bf16* input, int tokens, int rows, int in,
+             const bf16* residual, bf16* output, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  using PlanKey = std::tuple<int, int, int, bool, int>;  // tokens, rows, in, residual, align
+  PrefillLinear() = default;
+  Result<const Plan*> plan(const PlanKey& key);
+
+  void* handle_ = nullptr;  // cublasLtHandle_t
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::mutex mutex_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Elementwise and gather ops (prefill paths; decode folds norm and SwiGLU into the GEMV)
+
+// y[t] = bf16(x[t]·rsqrt(mean(x[t]²) + eps)) · weight, rounded to bf16. y may equal x.
+Status rmsnorm(const bf16* x, const bf16* weight, bf16* y, int tokens, int hidden, float eps,
+               cudaStream_t stream);
+
+// out[t, i] = bf16(silu(gate_up[t, i]) · gate_up[t, intermediate + i]); gate_up is the
+// [tokens, 2·intermediate] output of the concatenated gate/up projection.
+Status swiglu(const bf16* gate_up, bf16* out, int tokens, int intermediate, cudaStream_t stream);
+
+// out[i] = table[tokens[i]] for i < count; token ids are read from device memory. An id
+// outside [0, vocab) yields a zero row.
+Status embedding_gather(const bf16* table, int vocab, int hidden, const int32_t* tokens, int count,
+                        bf16* out, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// Rotary embedding fused with the KV-cache write
+
+// One layer's cache, for K and for V: [kv_heads, max_seq, head_dim] bf16, row-major, so
+// the rows of one head are contiguous and attention streams them with 16-byte loads.
+enum class RopeType { kDefault, kLlama3 };
+struct RopeScaling {
+  RopeType type = RopeType::kDefault;
+  // llama3 (HF rope_type "llama3"): factor, low/high_freq_factor, original context.
+  float factor = 8.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position = 8192;
+};
+// inv_freq[i] = 1 / theta^(2i/head_dim), i < head_dim/2, with the scaling applied;
+// computed once on the host at init and uploaded. Error on odd or non-positive head_dim.
+Result<std::vector<float>> rope_inv_freq(int head_dim, float theta, const RopeScaling& scaling);
+
+// qkv is [tokens, (q_heads + 2·kv_heads)·head_dim] (the fused q/k/v projection's
+// output). For each token at position p = positions[t] (device memory): q heads are
+// rotated in place (HF rotate_half convention), k heads rotated and written to k_cache
+// row p, v heads copied to v_cache row p. A token whose position is outside
+// [0, max_seq) is left untouched and writes nothing.
+struct RopeKvWrite {
+  bf16* qkv = nullptr;
+  const int32_t* positions = nullptr;  // [tokens], device
+  const float* inv_freq = nullptr;     // [head_dim/2], device
+  float attention_scaling = 1.0f;      // multiplies cos and sin (1 for default/llama3)
+  int tokens = 1;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;         // any even value
+  bf16* k_cache = nullptr;  // [kv_heads, max_seq, head_dim]
+  bf16* v_cache = nullptr;  // [kv_heads, max_seq, head_dim]
+  int max_seq = 0;
+};
+Status rope_kv_write(const RopeKvWrite& op, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// Attention (head_dim 64, 80, 96 or 128; GQA: q head h reads kv head h / (q_heads/kv_heads))
+
+// Decode: one query per head against cache rows [0, position[0]] (position read from
+// device memory). Split-K (flash-decoding): `splits` blocks per kv head each reduce a
+// slice of the cache to a partial softmax in `workspace`, a second small kernel merges
+// them. The slice size is derived on the device from the live length, so one captured
+// graph serves every position.
+struct DecodeAttention {
+  const bf16* q = nullptr;            // [q_heads, head_dim]
+  const bf16* k_cache = nullptr;      // [kv_heads, max_seq, head_dim]
+  const bf16* v_cache = nullptr;      // [kv_heads, max_seq, head_dim]
+  const int32_t* position = nullptr;  // [1], device: the query's position
+  bf16* out = nullptr;                // [q_heads, head_dim]
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int max_seq = 0;
+  float scale = 0.0f;          // 0: 1/sqrt(head_dim)
+  int splits = 0;              // from decode_attention_splits()
+  float* workspace = nullptr;  // decode_attention_workspace_bytes()
+  size_t workspace_bytes = 0;
+};
+// A split count that fills the device (about four blocks per multiprocessor).
+Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq);
+size_t decode_attention_workspace_bytes(int q_heads, int head_dim, int splits);
+Status decode_attention(const DecodeAttention& op, cudaStream_t stream);
+
+// Prefill: causal attention for `tokens` queries at positions[t] (device memory) over
+// cache rows [0, positions[t]]; the cache already holds those rows (rope_kv_write).
+// Tensor cores (mma.sync bf16), online softmax, FlashAttention-2 tiling.
+struct PrefillAttention {
+  const bf16* q = nullptr;        // token t, head h at q + t·q_token_stride + h·head_dim
+  int64_t q_token_stride = 0;     // elements; 0 means q_heads·head_dim
+  const bf16* k_cache = nullptr;  // [kv_heads, max_seq, head_dim]
+  const bf16* v_cache = nullptr;
+  const int32_t* positions = nullptr;  // [tokens], device
+  bf16* out = nullptr;                 // [tokens, q_heads, head_dim]
+  int tokens = 0;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int max_seq = 0;
+  float scale = 0.0f;  // 0: 1/sqrt(head_dim)
+};
+Status prefill_attention(const PrefillAttention& op, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// Greedy sampling: two-stage argmax over f32 logits [rows, vocab] into int32 out[rows]
+// (device memory, ready to feed embedding_gather). Ties go to the lowest index and NaN
+// counts as the largest value, as torch.argmax does.
+size_t argmax_workspace_bytes(int rows, int vocab);
+Status argmax(const float* logits, int rows, int vocab, void* workspace, size_t workspace_bytes,
+              int32_t* out, cudaStream_t stream);
+
+}  // namespace kvrt::engine::cuda

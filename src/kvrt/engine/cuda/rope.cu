@@ -1,0 +1,64 @@
+// Rotary embedding fused with the KV-cache write. For each token at position
+// p = positions[t], read from device memory (one block per head of a token):
+//   q heads: rotated in place inside qkv [tokens, (q_heads + 2 kv_heads) * head_dim]
+//   k heads: rotated and written to k_cache[kv_head, p, :]
+//   v heads: copied to v_cache[kv_head, p, :]
+// HF's rotate_half convention: the pair (j, j + head_dim/2) turns by p * inv_freq[j].
+#include "kvrt/engine/cuda/device_common.cuh"
+
+namespace kvrt::engine::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr int kThreads = 64;
+
+// grid (tokens, q_heads + kv_heads): one block per head of one token.
+__global__ void __launch_bounds__(kThreads) rope_kv_write_kernel(const RopeKvWrite op) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int pos = op.positions[blockIdx.x];
+  if (pos < 0 || pos >= op.max_seq) return;
+  const int dim = op.head_dim, half = dim / 2, head = blockIdx.y;
+  bf16* row = op.qkv + static_cast<size_t>(blockIdx.x) * (op.q_heads + 2 * op.kv_heads) * dim;
+  const bf16* src = row + head * dim;
+  const size_t cache_row =
+      (static_cast<size_t>(head - op.q_heads) * op.max_seq + pos) * static_cast<size_t>(dim);
+  bf16* dst = head < op.q_heads ? row + head * dim : op.k_cache + cache_row;
+  for (int j = threadIdx.x; j < half; j += kThreads) {
+    float sin_v, cos_v;
+    sincosf(static_cast<float>(pos) * op.inv_freq[j], &sin_v, &cos_v);
+    cos_v *= op.attention_scaling;
+    sin_v *= op.attention_scaling;
+    const float x1 = __bfloat162float(src[j]), x2 = __bfloat162float(src[j + half]);
+    const bf16 out1 = __float2bfloat16(x1 * cos_v - x2 * sin_v);
+    const bf16 out2 = __float2bfloat16(x2 * cos_v + x1 * sin_v);
+    dst[j] = out1;  // both read before either is written: q may rotate in place
+    dst[j + half] = out2;
+  }
+  if (head >= op.q_heads) {
+    const bf16* v = row + (op.q_heads + op.kv_heads + head - op.q_heads) * dim;
+    for (int d = threadIdx.x; d < dim; d += kThreads) op.v_cache[cache_row + d] = v[d];
+  }
+}
+
+}  // namespace
+
+Status rope_kv_write(const RopeKvWrite& op, cudaStream_t stream) {
+  if (op.qkv == nullptr || op.positions == nullptr || op.inv_freq == nullptr ||
+      op.k_cache == nullptr || op.v_cache == nullptr) {
+    return invalid_argument(
+        "rope_kv_write: qkv, positions, inv_freq, k_cache and v_cache must be non-null");
+  }
+  if (op.tokens < 1 || op.q_heads < 1 || op.kv_heads < 1 || op.max_seq < 1) {
+    return invalid_argument(
+        "rope_kv_write: tokens, q_heads, kv_heads and max_seq must be positive");
+  }
+  if (op.head_dim < 2 || op.head_dim % 2 != 0) {
+    return invalid_argument("rope_kv_write: head_dim must be positive and even, got ", op.head_dim);
+  }
+  return launch(rope_kv_write_kernel, dim3(op.tokens, op.q_heads + op.kv_heads), dim3(kThreads), 0,
+                stream, "rope_kv_write", op);
+}
+
+}  // namespace kvrt::engine::cuda

@@ -1,0 +1,143 @@
+// decode_attention (split-K flash-decoding) against the CPU reference: head_dim 64/80/
+// 128, GQA ratios 1/4/8 (and 32: two 16-head groups per kv head), cache lengths 1, 257
+// and 4096. Cache rows past the query's position hold NaN: they must never be read into
+// the result.
+//
+// Tolerances: P is rounded to bf16 before P·V (FlashAttention-2 does the same), a
+// relative error <= 2^-9 per weight; the output is a convex combination of V rows
+// (|v| <= 1 here), so the error stays below 2^-9 * max|v| plus the final bf16 rounding
+// of the output (2^-9 relative): atol = 2^-8, rtol = 2^-8, relative L2 <= 1e-2.
+#include <cmath>
+
+#include "kvrt/engine/cuda/test/reference.h"
+#include "kvrt/engine/cuda/test/test_util.h"
+
+namespace kvrt::engine::cuda {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::random_bf16;
+using testing::to_float;
+
+struct DecodeCase {
+  int head_dim;
+  int group;  // q_heads / kv_heads
+  int length;
+  int splits;  // 0: decode_attention_splits()
+};
+
+// Runs one decode step at position length - 1 and checks it against the reference.
+void check_decode(const DecodeCase& c) {
+  const int kv_heads = 2, q_heads = kv_heads * c.group, dim = c.head_dim;
+  const int max_seq = c.length + 100;
+  std::mt19937 rng(static_cast<uint32_t>(dim * 1000 + c.group * 10 + c.length));
+  const auto q = random_bf16(static_cast<size_t>(q_heads) * dim, -2.0f, 2.0f, rng);
+  auto k = random_bf16(static_cast<size_t>(kv_heads) * max_seq * dim, -2.0f, 2.0f, rng);
+  auto v = random_bf16(k.size(), -1.0f, 1.0f, rng);
+  for (int h = 0; h < kv_heads; ++h) {  // poison the rows past the live cache
+    for (size_t i = (static_cast<size_t>(h) * max_seq + c.length) * dim;
+         i < static_cast<size_t>(h + 1) * max_seq * dim; ++i) {
+      k[i] = v[i] = 0x7fc0;  // NaN
+    }
+  }
+  DeviceBuffer<uint16_t> d_q(q), d_k(k), d_v(v), d_out(q.size());
+  DeviceBuffer<int32_t> d_pos(std::vector<int32_t>{c.length - 1});
+  d_out.poison();
+
+  int splits = c.splits;
+  if (splits == 0) {
+    auto chosen = decode_attention_splits(q_heads, kv_heads, max_seq);
+    KVRT_ASSERT_OK(chosen.status());
+    splits = *chosen;
+  }
+  const size_t workspace_bytes = decode_attention_workspace_bytes(q_heads, dim, splits);
+  DeviceBuffer<float> d_workspace(workspace_bytes / sizeof(float));
+  d_workspace.poison();  // stale partials must not leak into the result
+
+  DecodeAttention op;
+  op.q = d_q.as_bf16();
+  op.k_cache = d_k.as_bf16();
+  op.v_cache = d_v.as_bf16();
+  op.position = d_pos.get();
+  op.out = d_out.as_bf16();
+  op.q_heads = q_heads;
+  op.kv_heads = kv_heads;
+  op.head_dim = dim;
+  op.max_seq = max_seq;
+  op.splits = splits;
+  op.workspace = d_workspace.get();
+  op.workspace_bytes = workspace_bytes;
+  KVRT_ASSERT_OK(decode_attention(op, nullptr));
+  testing::sync_device();
+
+  const auto ref =
+      reference::attention(to_float(q), to_float(k), to_float(v), {c.length - 1}, q_heads, kv_heads,
+                           dim, max_seq, 1.0f / std::sqrt(static_cast<float>(dim)));
+  EXPECT_TRUE(testing::all_close(to_float(d_out.download()), ref, {1.0 / 256, 1.0 / 256, 1e-2}))
+      << "splits = " << splits;
+}
+
+class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(DecodeAttentionTest, MatchesCpuReference) {
+  KVRT_REQUIRE_CUDA_DEVICE();
+  check_decode(GetParam());
+}
+
+std::vector<DecodeCase> decode_cases() {
+  std::vector<DecodeCase> cases;
+  for (int dim : {64, 80, 128}) {
+    for (int group : {1, 4, 8}) {
+      for (int length : {1, 257, 4096}) cases.push_back({dim, group, length, 0});
+    }
+  }
+  cases.push_back({64, 32, 257, 0});  // two head groups per kv head
+  cases.push_back({96, 4, 1000, 0});
+  // Fixed split counts: one split (no merge), and more splits than tiles (empty ones).
+  cases.push_back({128, 8, 4096, 1});
+  cases.push_back({64, 4, 257, 7});
+  cases.push_back({64, 4, 100, 64});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest, ::testing::ValuesIn(decode_cases()),
+                         [](const ::testing::TestParamInfo<DecodeCase>& info) {
+                           const DecodeCase& c = info.param;
+                           return testing::param_name(
+                               "d", c.head_dim, "_g", c.group, "_len", c.length,
+                               c.splits > 0 ? testing::param_name("_splits", c.splits) : "");
+                         });
+
+TEST(DecodeAttentionArguments, UnsupportedHeadDimIsRejected) {
+  alignas(16) static uint16_t host[64];
+  DecodeAttention op;
+  op.q = op.k_cache = op.v_cache = reinterpret_cast<const bf16*>(host);
+  op.out = reinterpret_cast<bf16*>(host);
+  op.position = reinterpret_cast<const int32_t*>(host);
+  op.workspace = reinterpret_cast<float*>(host);
+  op.workspace_bytes = sizeof(host);
+  op.q_heads = op.kv_heads = 1;
+  op.head_dim = 72;
+  op.max_seq = 4;
+  op.splits = 1;
+  EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kNotSupported);
+}
+
+TEST(DecodeAttentionArguments, GroupThatDoesNotDivideIsRejected) {
+  DecodeAttention op;
+  alignas(16) static uint16_t host[64];
+  op.q = op.k_cache = op.v_cache = reinterpret_cast<const bf16*>(host);
+  op.out = reinterpret_cast<bf16*>(host);
+  op.position = reinterpret_cast<const int32_t*>(host);
+  op.workspace = reinterpret_cast<float*>(host);
+  op.workspace_bytes = sizeof(host);
+  op.q_heads = 6;
+  op.kv_heads = 4;
+  op.head_dim = 64;
+  op.max_seq = 4;
+  op.splits = 1;
+  EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvrt::engine::cuda

@@ -1,0 +1,191 @@
+// decode_linear (tensor-core GEMV with fused RMSNorm / SwiGLU / residual) against the CPU
+// reference, over awkward shapes: rows not a multiple of the 8-row tile, in not a
+// multiple of the 32-wide k-step, 1..8 tokens, x staged past 64 KiB.
+//
+// Tolerances: inputs are the same bf16 values on both sides and the kernel accumulates
+// in f32, so the dominant error is the final rounding to bf16 (<= 2^-9 relative) plus
+// f32 summation order (~1e-6 relative). rtol = 2^-8 covers one bf16 ulp; where the
+// kernel rounds intermediates (SwiGLU's gate, up and silu, as HF does) an intermediate
+// can land one ulp apart when the f32 and f64 sums straddle a rounding boundary, hence
+// 2^-7 there. atol = 1e-3 * rms(ref) absorbs cancellation in outputs near zero.
+#include <cmath>
+
+#include "kvrt/engine/cuda/test/reference.h"
+#include "kvrt/engine/cuda/test/test_util.h"
+
+namespace kvrt::engine::cuda {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::random_bf16;
+using testing::to_float;
+
+enum class Variant { kPlain, kNorm, kResidual, kResidualInPlace, kSwiglu, kNormSwiglu, kNormF32 };
+
+struct LinearCase {
+  int tokens;
+  int rows;
+  int in;
+  Variant variant;
+};
+
+const char* variant_name(Variant v) {
+  switch (v) {
+    case Variant::kPlain:
+      return "plain";
+    case Variant::kNorm:
+      return "norm";
+    case Variant::kResidual:
+      return "residual";
+    case Variant::kResidualInPlace:
+      return "residual_in_place";
+    case Variant::kSwiglu:
+      return "swiglu";
+    case Variant::kNormSwiglu:
+      return "norm_swiglu";
+    case Variant::kNormF32:
+      return "norm_f32";
+  }
+  return "?";
+}
+
+class DecodeLinearTest : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(DecodeLinearTest, MatchesCpuReference) {
+  KVRT_REQUIRE_CUDA_DEVICE();
+  const LinearCase c = GetParam();
+  const bool norm = c.variant == Variant::kNorm || c.variant == Variant::kNormSwiglu ||
+                    c.variant == Variant::kNormF32;
+  const bool swiglu = c.variant == Variant::kSwiglu || c.variant == Variant::kNormSwiglu;
+  const bool residual = c.variant == Variant::kResidual || c.variant == Variant::kResidualInPlace;
+  const bool f32 = c.variant == Variant::kNormF32;
+  const int mats = swiglu ? 2 : 1;
+  std::mt19937 rng(static_cast<uint32_t>(c.tokens * 7919 + c.rows * 31 + c.in));
+
+  const float w_scale = 1.0f / std::sqrt(static_cast<float>(c.in));
+  const auto w = random_bf16(static_cast<size_t>(mats) * c.rows * c.in, -w_scale, w_scale, rng);
+  const auto x = random_bf16(static_cast<size_t>(c.tokens) * c.in, -2.0f, 2.0f, rng);
+  const auto gamma = random_bf16(static_cast<size_t>(c.in), 0.5f, 1.5f, rng);
+  const auto res = random_bf16(static_cast<size_t>(c.tokens) * c.rows, -1.0f, 1.0f, rng);
+  DeviceBuffer<uint16_t> d_w(w), d_x(x), d_gamma(gamma), d_res(res);
+  DeviceBuffer<uint16_t> d_y(static_cast<size_t>(c.tokens) * c.rows);
+  DeviceBuffer<float> d_y32(static_cast<size_t>(c.tokens) * c.rows);
+  d_y.poison();
+  d_y32.poison();
+
+  DecodeLinear op;
+  op.weight = d_w.as_bf16();
+  op.input = d_x.as_bf16();
+  op.tokens = c.tokens;
+  op.rows = c.rows;
+  op.in = c.in;
+  op.norm_weight = norm ? d_gamma.as_bf16() : nullptr;
+  op.norm_eps = 1e-5f;
+  op.swiglu = swiglu;
+  if (c.variant == Variant::kResidualInPlace) {
+    op.residual = d_res.as_bf16();
+    op.output = d_res.as_bf16();
+  } else {
+    op.residual = residual ? d_res.as_bf16() : nullptr;
+    if (f32) {
+      op.output_f32 = d_y32.get();
+    } else {
+      op.output = d_y.as_bf16();
+    }
+  }
+  KVRT_ASSERT_OK(decode_linear(op, nullptr));
+  testing::sync_device();
+
+  const auto wf = to_float(w), resf = to_float(res);
+  const auto xf =
+      norm ? reference::rmsnorm(to_float(x), to_float(gamma), c.tokens, c.in, 1e-5f) : to_float(x);
+  std::vector<float> ref = reference::linear(wf, xf, c.tokens, c.rows, c.in);
+  if (swiglu) {
+    const auto up =
+        reference::linear(wf, xf, c.tokens, c.rows, c.in, static_cast<size_t>(c.rows) * c.in);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = reference::swiglu(ref[i], up[i]);
+  }
+  if (residual) {
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = reference::round_bf16(ref[i]) + resf[i];
+  }
+
+  std::vector<float> out;
+  if (f32) {
+    out = d_y32.download();
+  } else {
+    out = to_float(c.variant == Variant::kResidualInPlace ? d_res.download() : d_y.download());
+  }
+  const double scale = testing::rms(ref);
+  const testing::Tolerance tolerance{1e-3 * scale, swiglu ? 1.0 / 128 : 1.0 / 256, 4e-3};
+  EXPECT_TRUE(testing::all_close(out, ref, tolerance));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DecodeLinearTest,
+    ::testing::Values(
+        // Model-like shapes (TinyLlama qkv, o_proj, gate/up, down, a vocab slice).
+        LinearCase{1, 2560, 2048, Variant::kNorm}, LinearCase{1, 2048, 2048, Variant::kResidual},
+        LinearCase{1, 5632, 2048, Variant::kNormSwiglu},
+        LinearCase{1, 2048, 5632, Variant::kResidualInPlace},
+        LinearCase{1, 1003, 2048, Variant::kNormF32},
+        // Awkward shapes: partial tiles, partial k-steps, tiny matrices, 1..8 tokens.
+        LinearCase{2, 257, 776, Variant::kPlain}, LinearCase{4, 33, 8, Variant::kPlain},
+        LinearCase{8, 1000, 2056, Variant::kNorm}, LinearCase{8, 300, 1024, Variant::kSwiglu},
+        LinearCase{3, 100, 520, Variant::kResidual}, LinearCase{5, 77, 264, Variant::kNormSwiglu},
+        LinearCase{7, 1, 8, Variant::kNorm}, LinearCase{1, 7, 776, Variant::kSwiglu},
+        LinearCase{6, 129, 2048, Variant::kNormF32}, LinearCase{8, 4100, 5632, Variant::kPlain},
+        // x staged in more than 64 KiB of shared memory (8 tokens x 8192).
+        LinearCase{8, 520, 8192, Variant::kResidualInPlace}),
+    [](const ::testing::TestParamInfo<LinearCase>& info) {
+      const LinearCase& c = info.param;
+      return testing::param_name("t", c.tokens, "_rows", c.rows, "_in", c.in, "_",
+                                 variant_name(c.variant));
+    });
+
+// Argument checks happen before any device work, so they run without a GPU too.
+alignas(16) uint16_t g_host[64];
+
+DecodeLinear valid_op() {
+  DecodeLinear op;
+  op.weight = reinterpret_cast<const bf16*>(g_host);
+  op.input = reinterpret_cast<const bf16*>(g_host + 16);
+  op.output = reinterpret_cast<bf16*>(g_host + 32);
+  op.rows = 2;
+  op.in = 8;
+  return op;
+}
+
+TEST(DecodeLinearArguments, InNotMultipleOf8IsRejected) {
+  DecodeLinear op = valid_op();
+  op.in = 12;
+  EXPECT_EQ(decode_linear(op, nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(DecodeLinearArguments, MoreThanEightTokensIsRejected) {
+  DecodeLinear op = valid_op();
+  op.tokens = 9;
+  EXPECT_EQ(decode_linear(op, nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(DecodeLinearArguments, OutputOverlappingInputIsRejected) {
+  DecodeLinear op = valid_op();
+  op.output = reinterpret_cast<bf16*>(g_host + 20);
+  const Status status = decode_linear(op, nullptr);
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("overlap"), std::string::npos) << status.to_string();
+}
+
+TEST(DecodeLinearArguments, TwoOutputsAreRejected) {
+  DecodeLinear op = valid_op();
+  op.output_f32 = reinterpret_cast<float*>(g_host + 48);
+  EXPECT_EQ(decode_linear(op, nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(DecodeLinearArguments, UnalignedWeightIsRejected) {
+  DecodeLinear op = valid_op();
+  op.weight = reinterpret_cast<const bf16*>(g_host + 1);
+  EXPECT_EQ(decode_linear(op, nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvrt::engine::cuda
