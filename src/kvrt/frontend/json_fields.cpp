@@ -92,12 +92,11 @@ Result<std::vector<int64_t>> JsonFields::token_ids(std::string_view key) const {
   if (value == nullptr) return ids;
   const json list = value->is_array() ? *value : json::array({*value});
   for (const json& id : list) {
-    if (!id.is_number_integer() ||
-        (id.is_number_integer() && !id.is_number_unsigned() && id.get<int64_t>() < 0)) {
+    const bool in_range = id.is_number_unsigned()
+                              ? id.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                              : id.is_number_integer() && id.get<int64_t>() >= 0;
+    if (!in_range) {
       return error(key, "expected a token id or a list of them, got " + value->dump());
-    }
-    if (id.is_number_unsigned() && id.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      return error(key, "token id out of range");
     }
     ids.push_back(id.get<int64_t>());
   }
