@@ -50,7 +50,7 @@ Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids
                             " tokens");
   }
   StopParams stop_params;
-  stop_params.eos_ids = options.eos_ids;
+  if (!options.ignore_eos) stop_params.eos_ids = options.eos_ids;
   stop_params.stop_strings = options.stop_strings;
   stop_params.max_new_tokens = options.max_new_tokens;
   stop_params.max_context = model_.max_context();
@@ -63,7 +63,8 @@ Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids
   GenerationResult result;
   GenerationStats& stats = result.stats;
   stats.prompt_tokens = static_cast<int32_t>(prompt_ids.size());
-  StreamDecoder decoder(tokenizer_, /*skip_special_tokens=*/true);
+  std::optional<StreamDecoder> decoder;
+  if (tokenizer_) decoder.emplace(*tokenizer_, /*skip_special_tokens=*/true);
 
   const auto prefill_start = Clock::now();
   pending_token_.reset();
@@ -77,7 +78,10 @@ Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids
     KVRT_ASSIGN_OR_RETURN(int32_t token, sampler.sample(logits));
     if (result.ids.empty()) stats.time_to_first_token_ms = milliseconds_since(prefill_start);
     result.ids.push_back(token);
-    KVRT_ASSIGN_OR_RETURN(std::string piece, decoder.push(token));
+    std::string piece;
+    if (decoder) {
+      KVRT_ASSIGN_OR_RETURN(piece, decoder->push(token));
+    }
     emit.clear();
     stats.stop_reason = stop.push(token, piece, emit);
     result.text += emit;
@@ -90,7 +94,10 @@ Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids
     cache_bytes = std::max(cache_bytes, model_.cache_bytes_copied_last_call());
   }
   if (stats.stop_reason != StopReason::kStopString) {
-    KVRT_ASSIGN_OR_RETURN(std::string tail, decoder.flush());
+    std::string tail;
+    if (decoder) {
+      KVRT_ASSIGN_OR_RETURN(tail, decoder->flush());
+    }
     emit.clear();
     std::string held = stop.flush();
     if (stats.stop_reason != StopReason::kEos) held += tail;

@@ -24,7 +24,8 @@ struct GenerateOptions {
   int32_t max_new_tokens = 128;
   SamplingParams sampling;  // temperature 0: greedy
   std::vector<std::string> stop_strings;
-  std::vector<int32_t> eos_ids;  // empty: never stop on a token
+  std::vector<int32_t> eos_ids;  // tokens that end generation
+  bool ignore_eos = false;       // generate exactly max_new_tokens (benchmarks, checks)
 };
 
 struct GenerationStats {
@@ -52,7 +53,9 @@ using TokenCallback = std::function<bool(std::string_view text, int32_t id)>;
 
 class Generator {
  public:
-  Generator(LanguageModel& model, Tokenizer tokenizer) : model_(model), tokenizer_(tokenizer) {}
+  // Without a tokenizer the loop runs on ids alone and produces no text.
+  Generator(LanguageModel& model, std::optional<Tokenizer> tokenizer)
+      : model_(model), tokenizer_(std::move(tokenizer)) {}
 
   // Appends prompt_ids at the current position and generates. InvalidArgument when the
   // prompt is empty or does not fit the context; the cache is then untouched.
@@ -65,14 +68,14 @@ class Generator {
   // Clears the cache and the position.
   Status reset();
   int32_t position() const { return position_; }
-  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
 
  private:
   Result<std::span<const float>> prefill(std::span<const int32_t> prompt_ids);
   Result<std::span<const float>> decode_one_token(int32_t token);
 
   LanguageModel& model_;
-  Tokenizer tokenizer_;
+  std::optional<Tokenizer> tokenizer_;
   int32_t position_ = 0;
   // The last sampled token has not been run through the model yet; the next turn
   // feeds it first so the cache holds the whole conversation.

@@ -1,0 +1,85 @@
+// kvrt's embedding API: load a model, generate text with a token callback, stop,
+// reset, read stats. Everything returns Status/Result; nothing throws.
+//
+//   auto llm = kvrt::Llm::load("models/fortune-llama");   // checkpoint dir or .kvrt
+//   kvrt::GenerateOptions options;
+//   options.max_new_tokens = 32;
+//   auto result = (*llm)->generate("Once upon a time", options,
+//       [](std::string_view text, int32_t) { std::cout << text << std::flush; return true; });
+//   std::cout << "\n" << result->stats.decode_tokens_per_second << " tok/s\n";
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvrt/core/result.h"
+#include "kvrt/generation/generator.h"
+#include "kvrt/generation/tokenizer.h"
+
+namespace kvrt {
+
+struct LoadOptions {
+  // "auto" (CUDA when a device and the CUDA engine are present, else CPU), "cpu",
+  // "cuda" or "cuda:N".
+  std::string device = "auto";
+  int num_threads = 0;  // CPU engine threads; 0 = one per core
+  // tokenizer.json or a directory holding one. Empty: the checkpoint directory, or
+  // for a program file the directory beside it, else the checkpoint it was exported
+  // from (recorded in the file).
+  std::string tokenizer_path;
+  // For checkpoint directories, exported programs are cached here (default:
+  // $XDG_CACHE_HOME/kvrt or ~/.cache/kvrt), keyed by the checkpoint's files.
+  std::string cache_dir;
+  int64_t max_seq = 0;  // cache capacity when exporting; 0 = exporter default
+  // Called while exporting and loading: stage ("export", "load"), done, total.
+  std::function<void(std::string_view stage, uint64_t done, uint64_t total)> progress;
+};
+
+class Llm {
+ public:
+  // path: a Hugging Face checkpoint directory (exported on first use, then cached) or
+  // a program file from `kvrt export`. Errors name the file and what is wrong.
+  static Result<std::unique_ptr<Llm>> load(const std::string& path,
+                                           const LoadOptions& options = {});
+
+  // Encodes with the model's tokenizer (BOS added when add_special_tokens).
+  Result<std::vector<int32_t>> encode(std::string_view text, bool add_special_tokens = true) const;
+  Result<std::string> decode(std::span<const int32_t> ids) const;
+
+  // Generates a continuation. In chat use, successive calls continue the same
+  // sequence (the KV cache is kept) until reset(). options.eos_ids empty: the model's
+  // EOS ids (generation_config.json, else the tokenizer's).
+  Result<GenerationResult> generate(std::string_view prompt, const GenerateOptions& options,
+                                    const TokenCallback& on_text = {});
+  Result<GenerationResult> generate_ids(std::span<const int32_t> prompt_ids,
+                                        const GenerateOptions& options,
+                                        const TokenCallback& on_text = {});
+
+  // Thread-safe: a generate() running elsewhere stops after its current token.
+  void request_stop();
+  // Clears the KV cache: the next generate() starts a new sequence.
+  Status reset();
+
+  bool has_tokenizer() const;
+  const std::vector<int32_t>& eos_ids() const;
+  const std::string& device() const;
+  const std::string& program_path() const;
+  int32_t max_context() const;
+
+  ~Llm();
+  Llm(const Llm&) = delete;
+  Llm& operator=(const Llm&) = delete;
+
+  struct State;
+
+ private:
+  explicit Llm(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvrt

@@ -1,0 +1,212 @@
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <system_error>
+
+#include "kvrt/api/kvrt.h"
+#include "kvrt/engine/common/engine_target.h"
+#include "kvrt/export/exporter.h"
+#include "kvrt/runtime/module_model.h"
+
+namespace kvrt {
+
+namespace fs = std::filesystem;
+
+struct Llm::State {
+  std::string program_path;
+  std::string device;
+  std::unique_ptr<runtime::ModuleModel> model;
+  std::optional<Tokenizer> tokenizer;
+  std::unique_ptr<Generator> generator;
+  std::vector<int32_t> eos_ids;
+};
+
+namespace {
+
+// kvrt's own version goes into the cache key so that a new exporter never reuses a
+// program written by an older one.
+constexpr std::string_view kCacheKeyVersion = "kvrt-0.1.0-program-1";
+
+std::string default_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return (fs::path(xdg) / "kvrt").string();
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return (fs::path(home) / ".cache" / "kvrt").string();
+  }
+  return (fs::temp_directory_path() / "kvrt-cache").string();
+}
+
+// Identifies a checkpoint's content cheaply: the configs' text, and each weight file's
+// name, size and modification time.
+Result<std::string> checkpoint_cache_key(const fs::path& dir, const LoadOptions& options) {
+  std::ostringstream key;
+  key << kCacheKeyVersion << '|' << fs::weakly_canonical(dir).string() << '|' << options.max_seq;
+  std::error_code error;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir, error)) files.push_back(entry.path());
+  if (error) return not_found("cannot list checkpoint directory '", dir.string(), "'");
+  std::sort(files.begin(), files.end());
+  for (const fs::path& file : files) {
+    const std::string name = file.filename().string();
+    const bool is_config = name.ends_with(".json");
+    if (!is_config && !name.ends_with(".safetensors")) continue;
+    key << '|' << name << ':' << fs::file_size(file, error);
+    const auto stamp = fs::last_write_time(file, error);
+    key << ':' << stamp.time_since_epoch().count();
+    if (is_config) {
+      std::ifstream in(file);
+      key << ':' << std::string(std::istreambuf_iterator<char>(in), {});
+    }
+  }
+  std::ostringstream hex;
+  hex << std::hex << std::hash<std::string>{}(key.str());
+  return hex.str();
+}
+
+Result<std::string> export_if_checkpoint(const std::string& path, const LoadOptions& options) {
+  std::error_code error;
+  if (!fs::is_directory(path, error)) {
+    if (!fs::exists(path, error)) return not_found("model '", path, "' does not exist");
+    return path;
+  }
+  KVRT_ASSIGN_OR_RETURN(std::string key, checkpoint_cache_key(path, options));
+  const fs::path cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
+  const fs::path cached =
+      cache_dir / (fs::path(path).lexically_normal().filename().string() + "-" + key + ".kvrt");
+  if (fs::exists(cached, error)) return cached.string();
+  fs::create_directories(cache_dir, error);
+  if (error) {
+    return invalid_argument("cannot create cache directory '", cache_dir.string(),
+                            "': ", error.message());
+  }
+  exporter::ExportOptions export_options;
+  export_options.checkpoint_dir = path;
+  export_options.output_path = cached.string();
+  export_options.max_seq = options.max_seq;
+  if (options.progress) {
+    export_options.progress = [&](uint64_t done, uint64_t total) {
+      options.progress("export", done, total);
+    };
+  }
+  KVRT_RETURN_IF_ERROR(exporter::export_checkpoint(export_options).status());
+  return cached.string();
+}
+
+Result<Device> resolve_device(const std::string& name) {
+  if (name != "auto") return parse_device(name);
+  auto cuda = engine::find_engine_target(DeviceType::kCuda);
+  if (cuda.ok() && cuda->device_api && cuda->device_api(0).ok()) return Device::cuda(0);
+  return Device::cpu();
+}
+
+std::optional<std::string> find_tokenizer(const std::string& model_path,
+                                          const std::string& program_path,
+                                          const LoadOptions& options) {
+  if (!options.tokenizer_path.empty()) return options.tokenizer_path;
+  std::error_code error;
+  for (const fs::path& dir : {fs::path(model_path), fs::path(program_path).parent_path()}) {
+    if (fs::is_directory(dir, error) && fs::exists(dir / "tokenizer.json", error)) {
+      return (dir / "tokenizer.json").string();
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<int32_t> eos_ids_of(const runtime::Module& module, const Tokenizer* tokenizer) {
+  std::vector<int32_t> ids;
+  const nlohmann::json& producer = module.program().spec().producer;
+  auto generation = producer.find("generation");
+  if (generation != producer.end() && generation->is_object()) {
+    auto eos = generation->find("eos_token_ids");
+    if (eos != generation->end() && eos->is_array()) {
+      for (const auto& id : *eos) {
+        if (id.is_number_integer()) ids.push_back(id.get<int32_t>());
+      }
+    }
+  }
+  if (ids.empty() && tokenizer != nullptr && tokenizer->eos_id())
+    ids.push_back(*tokenizer->eos_id());
+  return ids;
+}
+
+}  // namespace
+
+Llm::Llm(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Llm::~Llm() = default;
+
+Result<std::unique_ptr<Llm>> Llm::load(const std::string& path, const LoadOptions& options) {
+  auto state = std::make_unique<State>();
+  KVRT_ASSIGN_OR_RETURN(state->program_path, export_if_checkpoint(path, options));
+  KVRT_ASSIGN_OR_RETURN(Device device, resolve_device(options.device));
+  state->device = device.to_string();
+  runtime::ModuleOptions module_options;
+  module_options.device = device;
+  module_options.num_threads = options.num_threads;
+  if (options.progress) options.progress("load", 0, 1);
+  KVRT_ASSIGN_OR_RETURN(auto module, runtime::Module::load(state->program_path, module_options));
+  if (options.progress) options.progress("load", 1, 1);
+  if (auto tokenizer_path = find_tokenizer(path, state->program_path, options)) {
+    KVRT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(*tokenizer_path));
+    state->tokenizer = std::move(tokenizer);
+  }
+  state->eos_ids = eos_ids_of(*module, state->tokenizer ? &*state->tokenizer : nullptr);
+  state->model = std::make_unique<runtime::ModuleModel>(std::move(module));
+  // Without a tokenizer the generator still runs on ids; text comes out empty.
+  state->generator = std::make_unique<Generator>(*state->model, state->tokenizer);
+  return std::unique_ptr<Llm>(new Llm(std::move(state)));
+}
+
+Result<std::vector<int32_t>> Llm::encode(std::string_view text, bool add_special_tokens) const {
+  if (!state_->tokenizer) return not_found("no tokenizer.json for '", state_->program_path, "'");
+  return state_->tokenizer->encode(text, add_special_tokens);
+}
+
+Result<std::string> Llm::decode(std::span<const int32_t> ids) const {
+  if (!state_->tokenizer) return not_found("no tokenizer.json for '", state_->program_path, "'");
+  return state_->tokenizer->decode(ids, /*skip_special_tokens=*/true);
+}
+
+Result<GenerationResult> Llm::generate(std::string_view prompt, const GenerateOptions& options,
+                                       const TokenCallback& on_text) {
+  // BOS only at the start of a sequence; later chat turns continue it.
+  KVRT_ASSIGN_OR_RETURN(auto ids, encode(prompt, state_->generator->position() == 0));
+  return generate_ids(ids, options, on_text);
+}
+
+Result<GenerationResult> Llm::generate_ids(std::span<const int32_t> prompt_ids,
+                                           const GenerateOptions& options,
+                                           const TokenCallback& on_text) {
+  if (options.eos_ids.empty() && !options.ignore_eos) {
+    GenerateOptions with_eos = options;
+    with_eos.eos_ids = state_->eos_ids;
+    return state_->generator->generate(prompt_ids, with_eos, on_text);
+  }
+  return state_->generator->generate(prompt_ids, options, on_text);
+}
+
+void Llm::request_stop() {
+  state_->generator->request_stop();
+}
+Status Llm::reset() {
+  return state_->generator->reset();
+}
+bool Llm::has_tokenizer() const {
+  return state_->tokenizer.has_value();
+}
+const std::vector<int32_t>& Llm::eos_ids() const {
+  return state_->eos_ids;
+}
+const std::string& Llm::device() const {
+  return state_->device;
+}
+const std::string& Llm::program_path() const {
+  return state_->program_path;
+}
+int32_t Llm::max_context() const {
+  return state_->model->max_context();
+}
+
+}  // namespace kvrt
