@@ -52,6 +52,7 @@ class EngineDelegateOnDevice : public ::testing::Test {
     testing::fake_engine_options() = {};
     fake.fail_copies_after_enqueue = 0;
     fake.fail_record_event = false;
+    fake.fail_allocations = 0;
     engine::unregister_engine_target(DeviceType::kCuda);
   }
 
@@ -88,6 +89,20 @@ TEST_F(EngineDelegateOnDevice, HostInputsAndOutputsAreStagedAndCachesBoundDirect
     EXPECT_EQ(stats.arg_bytes[a], 0);
   EXPECT_TRUE(stats.host_synchronized);
   good_step(8);
+}
+
+TEST_F(EngineDelegateOnDevice, StagingThatCannotBeAllocatedChangesNothing_D4) {
+  good_step(3);
+  // Three tokens need a larger staging buffer than the one-token calls before.
+  store->set_tokens({4, 5, 6}, 1);
+  const auto with_tokens = store->buffers();
+  std::vector<TensorView> args = store->views(Device::cuda(0));
+  fake.fail_allocations = 1;
+  Status status = handle->execute(args);
+  EXPECT_EQ(status.code(), ErrorCode::kMemoryAllocationFailed) << status.to_string();
+  EXPECT_TRUE(store->buffers() == with_tokens) << "a rejected call wrote caller storage";
+  EXPECT_EQ(fake.pending(), 0u);
+  good_step(4);
 }
 
 TEST_F(EngineDelegateOnDevice, AliasedHostInputIsRejected_D2) {

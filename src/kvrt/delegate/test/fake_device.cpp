@@ -33,6 +33,10 @@ bool FakeDeviceApi::is_engine_accessible(const TensorView& view) const {
 }
 
 Result<void*> FakeDeviceApi::allocate(size_t bytes) {
+  if (fail_allocations > 0) {
+    --fail_allocations;
+    return allocation_failed("injected device allocation failure");
+  }
   void* ptr = std::malloc(bytes == 0 ? 1 : bytes);
   if (ptr == nullptr) return allocation_failed("fake device allocation");
   std::lock_guard lock(mutex_);

@@ -59,7 +59,8 @@ class FakeDeviceApi final : public engine::DeviceApi {
   // Fault injection and counters.
   int fail_copies_after_enqueue = 0;  // fail this many copies issued while a run is queued
   bool fail_record_event = false;
-  int host_waits = 0;  // synchronize + wait_event calls
+  int fail_allocations = 0;  // fail this many allocate() calls
+  int host_waits = 0;        // synchronize + wait_event calls
   std::vector<engine::StreamHandle> enqueue_streams;
   int64_t copied_bytes = 0;
   int engine_runs_queued = 0;  // maintained by FakeDeviceEngine

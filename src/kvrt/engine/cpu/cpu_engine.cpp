@@ -106,6 +106,8 @@ class CpuEngine final : public Engine {
   std::vector<Slot> slots_;           // per value
   std::vector<Step> steps_;
   std::vector<TensorView> views_;  // per value, rebuilt at each enqueue
+  std::vector<TensorType> scratch_types_;  // reused by enqueue: no per-call allocation
+  std::vector<TensorView> scratch_inputs_;
   std::unique_ptr<std::byte, FreeDeleter> arena_;
   std::shared_ptr<ThreadPool> pool_;
 };
@@ -350,7 +352,7 @@ Status CpuEngine::prepare_views() {
   for (size_t v = 0; v < slots_.size(); ++v) {
     if (slots_[v].source == Source::kWeight) views_[v] = slots_[v].weight;
   }
-  std::vector<TensorType> types;
+  std::vector<TensorType>& types = scratch_types_;
   for (const Step& step : steps_) {
     types.clear();
     for (ValueId in : step.inputs) types.push_back({dtypes_[in], view(in).shape()});
@@ -383,7 +385,7 @@ Status CpuEngine::prepare_views() {
 Status CpuEngine::enqueue(StreamHandle) {
   KVRT_RETURN_IF_ERROR(prepare_views());
   // All checks first, so a failing call writes nothing (no partial cache update).
-  std::vector<TensorView> in;
+  std::vector<TensorView>& in = scratch_inputs_;
   auto gather = [&](const Step& step) {
     in.clear();
     for (ValueId id : step.inputs) in.push_back(view(id));

@@ -6,7 +6,32 @@
 
 #include "kvrt/engine/cpu/kernels.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace kvrt::engine::cpu::kernels {
+namespace {
+
+#if defined(__x86_64__)
+// F16C converts 8 halves per instruction; chosen at run time so the binary still runs
+// on x86-64 machines without it. Exact, like half_to_float.
+__attribute__((target("avx,f16c"))) void widen_f16_f16c(const uint16_t* in, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(halves));
+  }
+  for (; i < n; ++i) out[i] = half_to_float(in[i]);
+}
+
+bool has_f16c() {
+  static const bool supported = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return supported;
+}
+#endif
+
+}  // namespace
 
 float half_to_float(uint16_t bits) {
   const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
@@ -39,6 +64,12 @@ void widen(const void* src, DType dtype, int64_t offset, int64_t n, float* dst) 
     }
     case DType::kF16: {
       const uint16_t* in = static_cast<const uint16_t*>(src) + offset;
+#if defined(__x86_64__)
+      if (has_f16c()) {
+        widen_f16_f16c(in, n, dst);
+        return;
+      }
+#endif
       for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(in[i]);
       return;
     }

@@ -22,6 +22,21 @@ TEST(Kernels, HalfToFloatAgreesWithTheReferenceConversionForEveryBitPattern) {
   }
 }
 
+TEST(Kernels, WidenF16AgreesWithTheReferenceConversionForEveryBitPattern) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t bits = 0; bits < 65536; ++bits) all[bits] = static_cast<uint16_t>(bits);
+  std::vector<float> out(all.size());
+  widen(all.data(), DType::kF16, 0, static_cast<int64_t>(all.size()), out.data());
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const float slow = f16_to_f32(static_cast<uint16_t>(bits));
+    if (std::isnan(slow)) {
+      EXPECT_TRUE(std::isnan(out[bits])) << bits;
+    } else {
+      EXPECT_EQ(out[bits], slow) << bits;
+    }
+  }
+}
+
 TEST(Kernels, WidenAndNarrowRoundTripHalfTypes) {
   const std::vector<float> values = {1.0f, -2.5f, 0.099609375f, 65504.0f};
   for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32}) {
