@@ -105,7 +105,7 @@ class CpuEngine final : public Engine {
   std::vector<DType> dtypes_;         // per value
   std::vector<Slot> slots_;           // per value
   std::vector<Step> steps_;
-  std::vector<TensorView> views_;  // per value, rebuilt at each enqueue
+  std::vector<TensorView> views_;          // per value, rebuilt at each enqueue
   std::vector<TensorType> scratch_types_;  // reused by enqueue: no per-call allocation
   std::vector<TensorView> scratch_inputs_;
   std::unique_ptr<std::byte, FreeDeleter> arena_;
