@@ -1,10 +1,12 @@
 # Shared compile flags and helpers for kvrt's components.
 
 add_library(kvrt_flags INTERFACE)
+# Warnings-as-errors apply to kvrt's own build, not to projects that link kvrt.
 target_compile_options(kvrt_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror -Wno-missing-field-initializers>
-  $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings --expt-relaxed-constexpr
-                            -Xcompiler=-Wall,-Wextra,-Werror>)
+  $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror
+                                             -Wno-missing-field-initializers>>
+  $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings --expt-relaxed-constexpr
+                                              -Xcompiler=-Wall,-Wextra,-Werror>>)
 target_include_directories(kvrt_flags INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
   $<INSTALL_INTERFACE:include>)
@@ -13,13 +15,13 @@ if(KVRT_CUDA)
 endif()
 if(KVRT_SANITIZE)
   target_compile_options(kvrt_flags INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-sanitize-recover=all
-                              -fno-omit-frame-pointer>)
-  target_link_options(kvrt_flags INTERFACE -fsanitize=address,undefined)
+    $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined
+                      -fno-sanitize-recover=all -fno-omit-frame-pointer>>)
+  target_link_options(kvrt_flags INTERFACE $<BUILD_INTERFACE:-fsanitize=address,undefined>)
 endif()
 # Binaries must run on a machine with a different distribution: carry libstdc++/libgcc.
 if(NOT KVRT_SANITIZE)
-  target_link_options(kvrt_flags INTERFACE -static-libstdc++ -static-libgcc)
+  target_link_options(kvrt_flags INTERFACE $<BUILD_INTERFACE:-static-libstdc++ -static-libgcc>)
 endif()
 install(TARGETS kvrt_flags EXPORT kvrtTargets)
 
