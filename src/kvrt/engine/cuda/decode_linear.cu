@@ -35,10 +35,10 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kTileCols = 8;   // W rows per block tile: the MMA's N
 constexpr int kMaxTokens = 8;  // the MMA's M rows that carry data
-constexpr int kStages = 9;     // ring slots per warp: 8 chunks in flight per lane
+constexpr int kStages = 16;    // ring slots per warp: 15 chunks in flight per lane
 constexpr size_t kRingBytes = static_cast<size_t>(kWarps) * kStages * 32 * sizeof(uint4);
 constexpr size_t kReduceBytes = 2 * kWarps * 64 * sizeof(float);
-constexpr size_t kMaxStagedBytes = 160 * 1024;
+constexpr size_t kMaxStagedBytes = 144 * 1024;
 
 enum Epilogue : int { kStore, kResidual, kStoreF32, kSwiglu };
 
@@ -59,7 +59,9 @@ struct Params {
 };
 
 // Copies x into shared memory as bf16, normalized when kNorm (HF LlamaRMSNorm rounding:
-// bf16(bf16(x * inv_rms) * gamma)). `scratch` holds >= 72 floats.
+// bf16(bf16(x * inv_rms) * gamma)). `scratch` holds >= 72 floats. When x fits in four
+// 16-byte chunks per thread, the normalizing path reads it once into registers (one
+// trip to L2 instead of two).
 template <bool kNorm>
 __device__ void stage_x(const Params& p, uint4* xs, float* scratch) {
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
@@ -70,20 +72,34 @@ __device__ void stage_x(const Params& p, uint4* xs, float* scratch) {
       xs[token * p.x_stride + (i - token * p.chunks)] = x[i];
     }
   } else {
+    constexpr int kHeld = 4;
+    const bool held = total <= kHeld * kThreads;
     float squares[kMaxTokens] = {};
-    for (int c = threadIdx.x; c < p.chunks; c += kThreads) {
+    auto add_squares = [&](const uint4& value, int token) {
+      const uint32_t pairs[4] = {value.x, value.y, value.z, value.w};
+      float sum = 0.0f;
 #pragma unroll
-      for (int token = 0; token < kMaxTokens; ++token) {
-        if (token < p.tokens) {
-          const uint4 v = x[token * p.chunks + c];
-          const uint32_t pairs[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float lo = bf16_lo(pairs[j]), hi = bf16_hi(pairs[j]);
-            squares[token] += lo * lo + hi * hi;
-          }
-        }
+      for (int j = 0; j < 4; ++j) {
+        const float lo = bf16_lo(pairs[j]), hi = bf16_hi(pairs[j]);
+        sum += lo * lo + hi * hi;
       }
+#pragma unroll
+      for (int k = 0; k < kMaxTokens; ++k) squares[k] += k == token ? sum : 0.0f;
+    };
+    uint4 v[kHeld];
+    if (held) {
+#pragma unroll
+      for (int k = 0; k < kHeld; ++k) {
+        const int i = threadIdx.x + k * kThreads;
+        v[k] = i < total ? x[i] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int k = 0; k < kHeld; ++k) {
+        const int i = threadIdx.x + k * kThreads;
+        if (i < total) add_squares(v[k], i / p.chunks);
+      }
+    } else {
+      for (int i = threadIdx.x; i < total; i += kThreads) add_squares(x[i], i / p.chunks);
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
@@ -99,11 +115,11 @@ __device__ void stage_x(const Params& p, uint4* xs, float* scratch) {
     }
     __syncthreads();
     const uint4* gamma = reinterpret_cast<const uint4*>(p.norm_w);
-    for (int i = threadIdx.x; i < total; i += kThreads) {
+    auto store = [&](const uint4& value, int i) {
       const int token = i / p.chunks, c = i - token * p.chunks;
       const float inv_rms = scratch[kWarps * kMaxTokens + token];
-      const uint4 v = x[i], gv = gamma[c];
-      const uint32_t in_pairs[4] = {v.x, v.y, v.z, v.w};
+      const uint4 gv = gamma[c];
+      const uint32_t in_pairs[4] = {value.x, value.y, value.z, value.w};
       const uint32_t g_pairs[4] = {gv.x, gv.y, gv.z, gv.w};
       uint32_t out[4];
 #pragma unroll
@@ -112,6 +128,15 @@ __device__ void stage_x(const Params& p, uint4* xs, float* scratch) {
                            round_bf16(bf16_hi(in_pairs[j]) * inv_rms) * bf16_hi(g_pairs[j]));
       }
       xs[token * p.x_stride + c] = make_uint4(out[0], out[1], out[2], out[3]);
+    };
+    if (held) {
+#pragma unroll
+      for (int k = 0; k < kHeld; ++k) {
+        const int i = threadIdx.x + k * kThreads;
+        if (i < total) store(v[k], i);
+      }
+    } else {
+      for (int i = threadIdx.x; i < total; i += kThreads) store(x[i], i);
     }
   }
 }

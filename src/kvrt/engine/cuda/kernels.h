@@ -68,7 +68,7 @@ bool programmatic_launch();
 //  - q/k/v or any concatenation of matrices that share x: concatenate their rows.
 // Exactly one of output (bf16) and output_f32 (f32, e.g. logits; no residual/swiglu).
 // in must be a multiple of 8; weight and input 16-byte aligned; output must not overlap
-// the input. tokens·in·2 bytes of x are staged in shared memory (≤ 200 KiB).
+// the input. tokens·in·2 bytes of x are staged in shared memory (≤ 144 KiB).
 struct DecodeLinear {
   const bf16* weight = nullptr;       // [rows, in], or [2·rows, in] with swiglu
   const bf16* input = nullptr;        // [tokens, in]
