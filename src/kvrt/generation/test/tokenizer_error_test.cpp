@@ -1,0 +1,174 @@
+// Every unsupported or malformed part of tokenizer.json is refused with an error that
+// names the field; nothing is ignored, and no exception leaves the library.
+#include <gtest/gtest.h>
+
+#include "kvrt/generation/test/tokenizer_test_util.h"
+#include "kvrt/generation/tokenizer.h"
+
+namespace kvrt {
+namespace {
+
+using nlohmann::json;
+using testing::load_patched;
+
+// Loads the byte-level test file after `patch` and expects `code` with a message
+// containing `field`.
+void expect_refused(const std::function<void(json&)>& patch, ErrorCode code,
+                    const std::string& field, const std::string& file = "byte_level_tiny.json") {
+  auto tok = load_patched(file, patch);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), code) << tok.status().to_string();
+  EXPECT_NE(tok.status().message().find(field), std::string::npos) << tok.status().to_string();
+}
+
+TEST(TokenizerErrors, WordPieceModelIsNotSupported) {
+  expect_refused([](json& j) { j["model"]["type"] = "WordPiece"; }, ErrorCode::kNotSupported,
+                 "model.type: model 'WordPiece'");
+}
+
+TEST(TokenizerErrors, UnigramModelIsNotSupported) {
+  expect_refused([](json& j) { j["model"]["type"] = "Unigram"; }, ErrorCode::kNotSupported,
+                 "model.type");
+}
+
+TEST(TokenizerErrors, UnknownNormalizerIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["normalizer"] = {{"type", "Lowercase"}};
+      },
+      ErrorCode::kNotSupported, "normalizer.type: normalizer 'Lowercase'");
+}
+
+TEST(TokenizerErrors, UnknownNormalizerInsideSequenceIsNamedByIndex) {
+  expect_refused(
+      [](json& j) {
+        j["normalizer"]["normalizers"][1] = {{"type", "NFKD"}};
+      },
+      ErrorCode::kNotSupported, "normalizer.normalizers[1].type", "sentencepiece_tiny.json");
+}
+
+TEST(TokenizerErrors, UnknownPreTokenizerIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["pre_tokenizer"] = {{"type", "Whitespace"}};
+      },
+      ErrorCode::kNotSupported, "pre_tokenizer.type: pre-tokenizer 'Whitespace'");
+}
+
+TEST(TokenizerErrors, UnknownDecoderIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["decoder"] = {{"type", "WordPiece"}};
+      },
+      ErrorCode::kNotSupported, "decoder.type: decoder 'WordPiece'");
+}
+
+TEST(TokenizerErrors, UnknownPostProcessorIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["post_processor"] = {{"type", "Mystery"}};
+      },
+      ErrorCode::kNotSupported, "post_processor.type");
+}
+
+TEST(TokenizerErrors, UnknownSplitBehaviorIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Sideways"}};
+      },
+      ErrorCode::kNotSupported, "pre_tokenizer.behavior");
+}
+
+TEST(TokenizerErrors, RegexThatDoesNotCompileIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+      },
+      ErrorCode::kNotSupported, "pre_tokenizer.pattern");
+}
+
+TEST(TokenizerErrors, MergeOfUnknownTokenIsNamedByIndex) {
+  expect_refused(
+      [](json& j) {
+        j["model"]["merges"][2] = {"Ġ", "zz"};
+      },
+      ErrorCode::kInvalidArgument, "model.merges[2]");
+}
+
+TEST(TokenizerErrors, MalformedMergeStringIsNamed) {
+  expect_refused([](json& j) { j["model"]["merges"][0] = "hello"; }, ErrorCode::kInvalidArgument,
+                 "model.merges[0]");
+}
+
+TEST(TokenizerErrors, DropoutIsNotSupported) {
+  expect_refused([](json& j) { j["model"]["dropout"] = 0.1; }, ErrorCode::kNotSupported,
+                 "model.dropout");
+}
+
+TEST(TokenizerErrors, ContinuingSubwordPrefixIsNotSupported) {
+  expect_refused([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
+                 ErrorCode::kNotSupported, "model.continuing_subword_prefix");
+}
+
+TEST(TokenizerErrors, WrongJsonTypeIsInvalidArgumentNotException) {
+  expect_refused([](json& j) { j["model"]["vocab"]["h"] = "zero"; }, ErrorCode::kInvalidArgument,
+                 "model.vocab['h']");
+  expect_refused([](json& j) { j["added_tokens"][0]["id"] = "x"; }, ErrorCode::kInvalidArgument,
+                 "added_tokens[0].id");
+  expect_refused([](json& j) { j["pre_tokenizer"]["use_regex"] = "yes"; },
+                 ErrorCode::kInvalidArgument, "pre_tokenizer.use_regex");
+}
+
+TEST(TokenizerErrors, MissingModelIsNamed) {
+  expect_refused([](json& j) { j.erase("model"); }, ErrorCode::kInvalidArgument, "model: missing");
+}
+
+TEST(TokenizerErrors, TemplateSpecialTokenWithoutIdsIsNamed) {
+  expect_refused([](json& j) { j["post_processor"]["special_tokens"] = json::object(); },
+                 ErrorCode::kInvalidArgument, "post_processor.special_tokens");
+}
+
+TEST(TokenizerErrors, TextThatIsNotJsonIsInvalidArgument) {
+  auto tok = Tokenizer::from_json("{\"model\": [1, 2", "broken.json");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(tok.status().message().find("broken.json"), std::string::npos);
+}
+
+TEST(TokenizerErrors, MissingFileIsNotFound) {
+  auto tok = Tokenizer::load("/nonexistent/kvrt/tokenizer.json");
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), ErrorCode::kNotFound);
+}
+
+TEST(TokenizerErrors, DirectoryWithoutTokenizerJsonIsNotFound) {
+  auto tok = Tokenizer::load(testing::test_data("").string());
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), ErrorCode::kNotFound);
+}
+
+TEST(TokenizerErrors, DecodingUnknownIdIsInvalidArgument) {
+  auto tok = Tokenizer::load(testing::test_data("byte_level_tiny.json").string());
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> ids = {8, 9999};
+  auto text = tok->decode(ids, false);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().code(), ErrorCode::kInvalidArgument);
+  StreamDecoder stream(*tok);
+  EXPECT_FALSE(stream.push(-1).ok());
+  EXPECT_TRUE(stream.push(8).ok());  // the stream goes on after a refused id
+}
+
+TEST(TokenizerErrors, EncodingInvalidUtf8IsInvalidArgument) {
+  auto tok = Tokenizer::load(testing::test_data("byte_level_tiny.json").string());
+  ASSERT_TRUE(tok.ok());
+  auto ids = tok->encode("he\xFFllo", false);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(ids.status().message().find("byte 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvrt
