@@ -23,6 +23,9 @@ void narrow(const float* src, int64_t n, void* dst, DType dtype, int64_t offset)
 
 // sum_i a[i] * b[i] with 16 interleaved partial sums (vectorizable, order fixed by n).
 float dot(const float* a, const float* b, int64_t n);
+// The same dot with b stored as bf16, widened on the fly: bitwise equal to dot() over
+// the widened values (lets a GEMV stream bf16 weights without a staging copy).
+float dot_bf16(const float* a, const uint16_t* b, int64_t n);
 
 // out [T,H] = table[tokens[t]]; table [V,H]. Token ids must be checked by the caller.
 void embedding(const int32_t* tokens, int64_t T, const void* table, DType table_dtype, int64_t H,

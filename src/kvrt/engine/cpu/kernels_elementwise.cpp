@@ -98,19 +98,51 @@ void narrow(const float* src, int64_t n, void* dst, DType dtype, int64_t offset)
   }
 }
 
-float dot(const float* a, const float* b, int64_t n) {
+namespace {
+
+// The one summation order every dot product uses: 16 interleaved lanes, then a
+// pairwise reduction. `load(i)` is element i of b as f32 (exact widening), so a dot
+// over bf16 storage equals the dot over its widened copy bit for bit.
+template <typename Load>
+inline float dot_lanes(const float* a, Load load, int64_t n) {
   constexpr int kLanes = 16;
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * load(i + j);
   }
-  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
-  // Pairwise reduction of the lanes.
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * load(i);
   for (int width = kLanes / 2; width > 0; width /= 2) {
     for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
   }
   return acc[0];
+}
+
+}  // namespace
+
+// On x86-64 the dot products also get an AVX2 clone, picked at load time. The lanes
+// fix the arithmetic, so both clones return the same bits.
+#if defined(__x86_64__)
+#define KVRT_DOT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KVRT_DOT_CLONES
+#endif
+
+KVRT_DOT_CLONES float dot(const float* a, const float* b, int64_t n) {
+  return dot_lanes(
+      a, [b](int64_t i) { return b[i]; }, n);
+}
+
+KVRT_DOT_CLONES float dot_bf16(const float* a, const uint16_t* b, int64_t n) {
+  return dot_lanes(
+      a,
+      [b](int64_t i) {
+        const uint32_t bits = static_cast<uint32_t>(b[i]) << 16;
+        float value;
+        std::memcpy(&value, &bits, sizeof(value));
+        return value;
+      },
+      n);
 }
 
 void embedding(const int32_t* tokens, int64_t T, const void* table, DType table_dtype, int64_t H,

@@ -19,6 +19,14 @@ void linear_rows(const float* x, int64_t T, int64_t K, const void* weight, DType
   thread_local std::vector<float> rows;  // widened weight block, f16/bf16 only
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRowBlock) {
     const int64_t count = std::min(kRowBlock, n_end - n0);
+    if (weight_dtype == DType::kBF16 && T == 1) {
+      // GEMV: stream the bf16 rows straight into the dot, no staging copy.
+      const uint16_t* w = static_cast<const uint16_t*>(weight) + n0 * K;
+      float bias_block[kRowBlock] = {};
+      if (bias != nullptr) widen(bias, bias_dtype, n0, count, bias_block);
+      for (int64_t r = 0; r < count; ++r) out[n0 + r] = dot_bf16(x, w + r * K, K) + bias_block[r];
+      continue;
+    }
     const float* block;
     if (weight_dtype == DType::kF32) {
       block = static_cast<const float*>(weight) + n0 * K;

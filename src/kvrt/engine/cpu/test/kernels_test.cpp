@@ -114,6 +114,10 @@ TEST(Kernels, LinearRowsDoNotDependOnTokenCountThreadsOrWeightDtype) {
     linear(x.data() + t * K, 1, K, w.data(), DType::kF32, N, nullptr, DType::kF32, one.data(),
            nullptr);
     EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + t * N)) << t;
+    // T = 1 with bf16 weights streams them through dot_bf16: still the same bits.
+    linear(x.data() + t * K, 1, K, w_bf16.data(), DType::kBF16, N, nullptr, DType::kF32, one.data(),
+           nullptr);
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + t * N)) << t;
   }
 }
 
