@@ -9,14 +9,29 @@
 #include "kvrt/engine/common/engine_target.h"
 #include "kvrt/engine/cpu/cpu_engine.h"
 
+#if defined(KVRT_WITH_CUDA) && __has_include("kvrt/engine/cuda/cuda_engine.h")
+#include "kvrt/engine/cuda/cuda_engine.h"
+#define KVRT_HAS_CUDA_ENGINE 1
+#else
+#define KVRT_HAS_CUDA_ENGINE 0
+#endif
+
 namespace kvrt::delegate {
 namespace detail {
 
 Result<engine::EngineTarget> resolve_target(DeviceType type) {
   Result<engine::EngineTarget> found = engine::find_engine_target(type);
-  if (found.ok() || type != DeviceType::kCpu) return found;
-  // The CPU target is built in; register it on first use.
-  KVRT_RETURN_IF_ERROR(engine::register_engine_target(engine::cpu::cpu_engine_target()));
+  if (found.ok()) return found;
+  // Built-in targets register on first use: the CPU engine always, the CUDA engine in
+  // CUDA builds once it exists (engine/cuda/cuda_engine.h, library kvrt_engine_cuda).
+  if (type == DeviceType::kCpu) {
+    KVRT_RETURN_IF_ERROR(engine::register_engine_target(engine::cpu::cpu_engine_target()));
+  }
+#if KVRT_HAS_CUDA_ENGINE
+  if (type == DeviceType::kCuda) {
+    KVRT_RETURN_IF_ERROR(engine::register_engine_target(engine::cuda::cuda_engine_target()));
+  }
+#endif
   return engine::find_engine_target(type);
 }
 
