@@ -94,6 +94,7 @@ Result<AddedTokens> AddedTokens::parse(const Json& list, const Normalizer* norma
     }
     added.max_id_ = std::max(added.max_id_, token.id);
     added.by_id_[token.id] = added.tokens_.size();
+    added.by_content_[token.content] = token.id;
     added.tokens_.push_back(token);
 
     Matcher& matcher = token.normalized ? added.normalized_ : added.raw_;
@@ -102,7 +103,8 @@ Result<AddedTokens> AddedTokens::parse(const Json& list, const Normalizer* norma
       KVRT_ASSIGN_OR_RETURN(pattern, normalizer->normalize(token.content));
     }
     if (pattern.empty()) continue;
-    matcher.first_byte[static_cast<unsigned char>(pattern[0])] = true;
+    matcher.by_first_byte[static_cast<unsigned char>(pattern[0])].push_back(
+        static_cast<uint32_t>(matcher.patterns.size()));
     matcher.patterns.push_back(std::move(pattern));
     matcher.token_index.push_back(added.tokens_.size() - 1);
   }
@@ -115,13 +117,10 @@ std::vector<AddedTokens::Match> AddedTokens::find_matches(std::string_view text,
   size_t start_offset = 0;  // end of the previous accepted match
   size_t pos = 0;
   while (pos < text.size()) {
-    if (!matcher.first_byte[static_cast<unsigned char>(text[pos])]) {
-      ++pos;
-      continue;
-    }
+    const auto& candidates = matcher.by_first_byte[static_cast<unsigned char>(text[pos])];
     // Leftmost-longest: the longest pattern that starts at the first matching position.
     size_t best = SIZE_MAX;
-    for (size_t i = 0; i < matcher.patterns.size(); ++i) {
+    for (uint32_t i : candidates) {
       const std::string& p = matcher.patterns[i];
       if (text.compare(pos, p.size(), p) == 0 &&
           (best == SIZE_MAX || p.size() > matcher.patterns[best].size())) {
@@ -190,10 +189,9 @@ const AddedToken* AddedTokens::find(int32_t id) const {
 }
 
 std::optional<int32_t> AddedTokens::token_to_id(std::string_view content) const {
-  for (const AddedToken& token : tokens_) {
-    if (token.content == content) return token.id;
-  }
-  return std::nullopt;
+  auto it = by_content_.find(std::string(content));
+  if (it == by_content_.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace kvrt::tok

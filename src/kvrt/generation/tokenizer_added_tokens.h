@@ -5,6 +5,7 @@
 // single_word, lstrip and rstrip.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,8 +59,8 @@ class AddedTokens {
   // Tokens matched on one kind of text (raw or normalized), with their match strings.
   struct Matcher {
     std::vector<std::string> patterns;
-    std::vector<size_t> token_index;  // index into tokens_ of each pattern
-    std::vector<bool> first_byte{std::vector<bool>(256, false)};
+    std::vector<size_t> token_index;                       // index into tokens_ of each pattern
+    std::array<std::vector<uint32_t>, 256> by_first_byte;  // pattern indices
   };
   struct Match {
     size_t begin;
@@ -70,6 +71,7 @@ class AddedTokens {
 
   std::vector<AddedToken> tokens_;
   std::unordered_map<int32_t, size_t> by_id_;
+  std::unordered_map<std::string, int32_t> by_content_;
   Matcher raw_;
   Matcher normalized_;
   int32_t max_id_ = -1;
