@@ -10,7 +10,10 @@
 
 #include "command.h"
 #include "kvrt/core/mapped_file.h"
+#include "kvrt/export/inspect.h"
 #include "kvrt/format/blob.h"
+#include "kvrt/format/program.h"
+#include "kvrt/format/program_engine.h"
 
 namespace {
 
@@ -112,6 +115,22 @@ Status describe_blob(std::span<const std::byte> bytes, const InspectOptions& opt
   return Status();
 }
 
+// Program and engine files: methods, instructions, delegate bindings in argument order,
+// aliases, buffers with their arena and per-step copy bytes, weights (export/inspect.h).
+Status describe_program(std::span<const std::byte> bytes, const InspectOptions& options) {
+  KVRT_ASSIGN_OR_RETURN(std::string text,
+                        kvrt::exporter::inspect_program_bytes(bytes, options.json));
+  std::fputs(text.c_str(), stdout);
+  return Status();
+}
+
+Status describe_engine_file(std::span<const std::byte> bytes, const InspectOptions& options) {
+  KVRT_ASSIGN_OR_RETURN(std::string text,
+                        kvrt::exporter::inspect_engine_bytes(bytes, options.json));
+  std::fputs(text.c_str(), stdout);
+  return Status();
+}
+
 // Every kind of file inspect describes, by the 8-byte magic it starts with. A new
 // format joins by adding a row.
 struct FileKind {
@@ -121,6 +140,12 @@ struct FileKind {
 };
 constexpr FileKind kFileKinds[] = {
     {{kvrt::format::kBlobMagic, sizeof(kvrt::format::kBlobMagic)}, "delegate blob", describe_blob},
+    {{kvrt::format::kProgramMagic, sizeof(kvrt::format::kProgramMagic)},
+     "program",
+     describe_program},
+    {{kvrt::format::kEngineFileMagic, sizeof(kvrt::format::kEngineFileMagic)},
+     "engine file",
+     describe_engine_file},
 };
 
 Status inspect(const InspectOptions& options) {
@@ -154,8 +179,7 @@ Status inspect(const InspectOptions& options) {
 }
 
 const bool registered = kvrt::cli::register_command(
-    {"inspect", "Describe a kvrt file (delegate blob): header, bindings, aliases",
-     [](CLI::App& sub) {
+    {"inspect", "Describe a kvrt file (program, engine file, delegate blob)", [](CLI::App& sub) {
        auto options = std::make_shared<InspectOptions>();
        sub.add_option("file", options->path, "File to describe")->required();
        sub.add_flag("--json", options->json, "Print one JSON object instead of text");

@@ -39,13 +39,13 @@ detail::ContainerLayout assign_offsets(ProgramSpec& spec,
 
 Status write_program(const std::string& path, const ProgramSpec& input_spec,
                      std::span<const std::vector<std::byte>> blobs,
-                     std::span<const WeightFiller> fillers, const ProgramWriteOptions& options) {
+                     std::span<const WeightSource> weights, const ProgramWriteOptions& options) {
   if (blobs.size() != input_spec.delegates.size()) {
     return invalid_argument("write_program: ", blobs.size(), " blobs for ",
                             input_spec.delegates.size(), " delegates");
   }
-  if (fillers.size() != input_spec.weights.size()) {
-    return invalid_argument("write_program: ", fillers.size(), " weight fillers for ",
+  if (weights.size() != input_spec.weights.size()) {
+    return invalid_argument("write_program: ", weights.size(), " weight sources for ",
                             input_spec.weights.size(), " weights");
   }
   ProgramSpec spec = input_spec;
@@ -57,7 +57,7 @@ Status write_program(const std::string& path, const ProgramSpec& input_spec,
   KVRT_RETURN_IF_ERROR(detail::validate_program_spec(spec, blob_views, layout.weights_size)
                            .with_context("write_program '" + path + "'"));
   return detail::write_container(path, kProgramMagic, program_metadata_json(spec), blob_views,
-                                 blob_offsets, spec.weights, fillers, layout, options);
+                                 blob_offsets, spec.weights, weights, layout, options);
 }
 
 Status validate_program(const ProgramSpec& input_spec,
@@ -71,6 +71,13 @@ Status validate_program(const ProgramSpec& input_spec,
   const detail::ContainerLayout layout = assign_offsets(spec, blobs);
   std::vector<std::span<const std::byte>> blob_views(blobs.begin(), blobs.end());
   return detail::validate_program_spec(spec, blob_views, layout.weights_size);
+}
+
+Status write_program(const std::string& path, const ProgramSpec& spec,
+                     std::span<const std::vector<std::byte>> blobs,
+                     std::span<const WeightFiller> fillers, const ProgramWriteOptions& options) {
+  const std::vector<WeightSource> sources(fillers.begin(), fillers.end());
+  return write_program(path, spec, blobs, sources, options);
 }
 
 int ProgramView::find_weight(std::string_view name) const {

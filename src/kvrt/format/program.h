@@ -3,8 +3,8 @@
 // the mutable buffers shared by name across methods, the delegate blobs, and every
 // weight exactly once (F1). Byte layout, schema and versioning: docs/program-format.md.
 //
-// Writing streams weights straight into a mapping of a temporary file that is renamed
-// into place on success. Reading maps the file and returns views: no weight byte is
+// Writing streams weights into a temporary file that is renamed into place on
+// success. Reading maps the file and returns views: no weight byte is
 // copied on the host.
 #pragma once
 
@@ -159,8 +159,20 @@ struct ProgramSpec {
 };
 
 // Produces the stored bytes of one weight (dtype conversion happens here) into `out`,
-// which is exactly WeightSpec::nbytes long and points into the output mapping.
+// which is exactly WeightSpec::nbytes long.
 using WeightFiller = std::function<Status(std::span<std::byte> out)>;
+
+// Where the writer gets one weight's stored bytes: `bytes` when they already exist as
+// stored (e.g. a mapped checkpoint tensor of the right dtype; written to the file
+// straight from that memory, never staged), else `fill` into a scratch buffer.
+struct WeightSource {
+  std::span<const std::byte> bytes;
+  WeightFiller fill;
+
+  WeightSource() = default;
+  WeightSource(std::span<const std::byte> stored) : bytes(stored) {}  // NOLINT: implicit
+  WeightSource(WeightFiller filler) : fill(std::move(filler)) {}      // NOLINT: implicit
+};
 
 struct ProgramWriteOptions {
   // Called after each weight with bytes written so far and the total weight bytes.
@@ -170,8 +182,13 @@ struct ProgramWriteOptions {
 
 // Validates `spec` (as read_program would), assigns weight and blob offsets, writes a
 // temporary file beside `path` and renames it over `path`. On any failure the
-// temporary file is removed and `path` is untouched. `blobs` and `fillers` are parallel
+// temporary file is removed and `path` is untouched. `blobs` and `weights` are parallel
 // to spec.delegates and spec.weights.
+Status write_program(const std::string& path, const ProgramSpec& spec,
+                     std::span<const std::vector<std::byte>> blobs,
+                     std::span<const WeightSource> weights,
+                     const ProgramWriteOptions& options = {});
+// Same, every weight produced by a filler.
 Status write_program(const std::string& path, const ProgramSpec& spec,
                      std::span<const std::vector<std::byte>> blobs,
                      std::span<const WeightFiller> fillers,

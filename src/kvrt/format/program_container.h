@@ -33,14 +33,15 @@ struct Container {
 };
 
 // Writes the container atomically: a temporary file beside `path` (same directory, so
-// the rename cannot cross file systems) is sized up front, mapped, filled (header,
-// metadata, blobs at `blob_offsets`, each weight by its filler at its offset), then
-// renamed over `path`. On failure the temporary file is removed.
+// the rename cannot cross file systems) gets the header, metadata and blobs (at
+// `blob_offsets`), then every weight at its offset, written with pwrite straight from
+// its source bytes or from a scratch buffer its filler produced; then it is renamed
+// over `path`. On failure the temporary file is removed.
 Status write_container(const std::string& path, const char (&magic)[8],
                        const nlohmann::json& metadata,
                        std::span<const std::span<const std::byte>> blobs,
                        std::span<const uint64_t> blob_offsets, std::span<const WeightSpec> weights,
-                       std::span<const WeightFiller> fillers, const ContainerLayout& layout,
+                       std::span<const WeightSource> sources, const ContainerLayout& layout,
                        const ProgramWriteOptions& options);
 
 // Checks magic, version, header and segment bounds, parses the metadata JSON (depth

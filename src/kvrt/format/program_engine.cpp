@@ -52,10 +52,10 @@ nlohmann::json engine_file_metadata_json(const EngineFileSpec& spec) {
 
 Status write_engine_file(const std::string& path, const EngineFileSpec& input_spec,
                          std::span<const std::vector<std::byte>> blobs,
-                         std::span<const WeightFiller> fillers,
+                         std::span<const WeightSource> weights,
                          const ProgramWriteOptions& options) {
-  if (blobs.size() != input_spec.delegates.size() || fillers.size() != input_spec.weights.size()) {
-    return invalid_argument("write_engine_file: blobs/fillers do not match the spec");
+  if (blobs.size() != input_spec.delegates.size() || weights.size() != input_spec.weights.size()) {
+    return invalid_argument("write_engine_file: blobs/weights do not match the spec");
   }
   EngineFileSpec spec = input_spec;
   detail::ContainerLayout layout;
@@ -81,7 +81,7 @@ Status write_engine_file(const std::string& path, const EngineFileSpec& input_sp
   KVRT_RETURN_IF_ERROR(validate_engine_spec(spec, views, layout.weights_size)
                            .with_context("write_engine_file '" + path + "'"));
   return detail::write_container(path, kEngineFileMagic, engine_file_metadata_json(spec), views,
-                                 blob_offsets, spec.weights, fillers, layout, options);
+                                 blob_offsets, spec.weights, weights, layout, options);
 }
 
 Result<EngineFileView> read_engine_file(std::span<const std::byte> bytes) {

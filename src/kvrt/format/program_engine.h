@@ -39,7 +39,7 @@ struct EngineFileView {
 // exactly when some blob has aliases.
 Status write_engine_file(const std::string& path, const EngineFileSpec& spec,
                          std::span<const std::vector<std::byte>> blobs,
-                         std::span<const WeightFiller> fillers,
+                         std::span<const WeightSource> weights,
                          const ProgramWriteOptions& options = {});
 
 // Parses and validates (magic, version, features, segments, weights, blobs).

@@ -104,6 +104,31 @@ TEST(ProgramFile, ProgressReportsEveryWeightUpToTheTotal) {
   EXPECT_EQ(calls.back().first, calls.back().second);
 }
 
+TEST(ProgramFile, WeightsGivenAsBytesAreWrittenAsIs) {
+  TempDir dir;
+  auto sample = sample_program();
+  std::vector<std::byte> embed(sample.spec.weights[0].nbytes);
+  for (size_t i = 0; i < embed.size(); ++i) embed[i] = std::byte(i * 7 % 256);
+  const std::vector<WeightSource> sources = {WeightSource(std::span<const std::byte>(embed)),
+                                             WeightSource(sample.fillers[1])};
+  ASSERT_TRUE(write_program(dir.file("m.kvrt"), sample.spec, sample.blobs, sources).ok());
+  auto program = ProgramFile::open(dir.file("m.kvrt"));
+  ASSERT_TRUE(program.ok()) << error_of(program);
+  auto stored = program->view().weight_bytes(0);
+  EXPECT_TRUE(std::equal(stored.begin(), stored.end(), embed.begin(), embed.end()));
+}
+
+TEST(ProgramFile, SourceOfTheWrongSizeIsRefused) {
+  TempDir dir;
+  auto sample = sample_program();
+  std::vector<std::byte> short_bytes(sample.spec.weights[0].nbytes - 2);
+  const std::vector<WeightSource> sources = {WeightSource(std::span<const std::byte>(short_bytes)),
+                                             WeightSource(sample.fillers[1])};
+  Status status = write_program(dir.file("m.kvrt"), sample.spec, sample.blobs, sources);
+  EXPECT_NE(error_of(status).find("weight 'embed.weight'"), std::string::npos) << error_of(status);
+  EXPECT_TRUE(dir.entries().empty());
+}
+
 class ProgramHeader : public ::testing::Test {
  protected:
   void SetUp() override {
