@@ -30,6 +30,22 @@ double gigabytes(uint64_t bytes) {
   return static_cast<double>(bytes) / 1e9;
 }
 
+// "2.20 GB", "363.8 KB", "512 B".
+std::string human(uint64_t bytes) {
+  char text[32];
+  const double value = static_cast<double>(bytes);
+  if (bytes >= 1000000000ull) {
+    std::snprintf(text, sizeof(text), "%.2f GB", value / 1e9);
+  } else if (bytes >= 1000000) {
+    std::snprintf(text, sizeof(text), "%.1f MB", value / 1e6);
+  } else if (bytes >= 1000) {
+    std::snprintf(text, sizeof(text), "%.1f KB", value / 1e3);
+  } else {
+    std::snprintf(text, sizeof(text), "%llu B", static_cast<unsigned long long>(bytes));
+  }
+  return text;
+}
+
 // One line per whole percent on a terminal (rewritten in place), every 10% otherwise.
 class Progress {
  public:
@@ -85,15 +101,13 @@ int run(const Args& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.format == exporter::ExportFormat::kGraphJson) {
-    std::printf("wrote %s: graphs of %zu methods (%.1f KB) in %.2f s\n", args.output.c_str(),
-                summary->methods, static_cast<double>(summary->file_bytes) / 1e3, seconds);
+    std::printf("wrote %s: graphs of %zu methods (%s) in %.2f s\n", args.output.c_str(),
+                summary->methods, human(summary->file_bytes).c_str(), seconds);
   } else {
-    std::printf(
-        "wrote %s (%s): %zu methods, %zu delegates, %zu weights (%.3f GB), file %.3f GB "
-        "in %.2f s\n",
-        args.output.c_str(), std::string(exporter::export_format_name(*format)).c_str(),
-        summary->methods, summary->delegates, summary->weights, gigabytes(summary->weight_bytes),
-        gigabytes(summary->file_bytes), seconds);
+    std::printf("wrote %s (%s): %zu methods, %zu delegates, %zu weights (%s), file %s in %.2f s\n",
+                args.output.c_str(), std::string(exporter::export_format_name(*format)).c_str(),
+                summary->methods, summary->delegates, summary->weights,
+                human(summary->weight_bytes).c_str(), human(summary->file_bytes).c_str(), seconds);
   }
   return 0;
 }
