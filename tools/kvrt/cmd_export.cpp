@@ -26,10 +26,6 @@ struct Args {
   bool quiet = false;
 };
 
-double gigabytes(uint64_t bytes) {
-  return static_cast<double>(bytes) / 1e9;
-}
-
 // "2.20 GB", "363.8 KB", "512 B".
 std::string human(uint64_t bytes) {
   char text[32];
@@ -56,8 +52,8 @@ class Progress {
     const int step = tty_ ? 1 : 10;
     if (percent / step == last_ / step) return;
     last_ = percent;
-    std::fprintf(stderr, "%swriting weights: %3d%% (%.2f / %.2f GB)%s", tty_ ? "\r" : "", percent,
-                 gigabytes(done), gigabytes(total), tty_ ? "" : "\n");
+    std::fprintf(stderr, "%swriting weights: %3d%% (%s / %s)%s", tty_ ? "\r" : "", percent,
+                 human(done).c_str(), human(total).c_str(), tty_ ? "" : "\n");
     if (tty_ && percent == 100) std::fputc('\n', stderr);
     std::fflush(stderr);
   }
