@@ -1,0 +1,85 @@
+// The `kvrt` binary as a user runs it: greedy `kvrt run --json` on a fixture checkpoint
+// returns exactly the ids HF transformers produced, and bad input is a one-line error.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string source_dir() {
+  const char* env = std::getenv("KVRT_SOURCE_DIR");
+  return env ? env : KVRT_SOURCE_DIR;
+}
+
+struct Output {
+  int exit_code = -1;
+  std::string text;
+};
+
+// Runs the CLI with stdout captured (stderr goes to a file so JSON stays clean).
+Output run_cli(const std::string& args, const fs::path& stderr_file) {
+  const fs::path cache = fs::temp_directory_path() / "kvrt_cli_test_cache";
+  const std::string command = "XDG_CACHE_HOME='" + cache.string() + "' '" KVRT_CLI_PATH "' " +
+                              args + " 2>'" + stderr_file.string() + "'";
+  Output output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return output;
+  std::array<char, 4096> buffer{};
+  size_t count;
+  while ((count = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    output.text.append(buffer.data(), count);
+  }
+  const int status = pclose(pipe);
+  output.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out;
+}
+
+TEST(KvrtCli, GreedyRunJsonReturnsTheTransformersIds) {
+  const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_greedy.err";
+  for (const char* name : {"llama_gqa", "qwen2_bias"}) {
+    const fs::path dir = fs::path(source_dir()) / "tests/fixtures" / name;
+    std::ifstream in(dir / "reference.json");
+    ASSERT_TRUE(in) << dir;
+    const auto reference = nlohmann::json::parse(in);
+    const auto expected = reference["greedy_ids"].get<std::vector<int32_t>>();
+    const Output output =
+        run_cli("run '" + dir.string() + "' --device cpu --temperature 0 --ignore-eos --json -n " +
+                    std::to_string(expected.size()) + " --prompt-ids " +
+                    join_ids(reference["prompt_ids"].get<std::vector<int32_t>>()),
+                err);
+    ASSERT_EQ(output.exit_code, 0) << output.text;
+    const auto result = nlohmann::json::parse(output.text);
+    EXPECT_EQ(result["ids"].get<std::vector<int32_t>>(), expected) << name;
+    EXPECT_EQ(result["cache_bytes_copied_per_step"].get<uint64_t>(), 0u);
+    EXPECT_GT(result["decode_tokens_per_second"].get<double>(), 0.0);
+  }
+}
+
+TEST(KvrtCli, MissingModelIsAOneLineError) {
+  const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_missing.err";
+  const Output output = run_cli("run /nonexistent/model --prompt hi", err);
+  EXPECT_NE(output.exit_code, 0);
+  std::ifstream in(err);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("/nonexistent/model"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
+}  // namespace
