@@ -107,6 +107,27 @@ TEST_F(ModuleTest, ForcedHostAttentionTakesTheCountedCopyPath_F3) {
   EXPECT_EQ(stats.bytes_for("k_cache.1"), 0);
 }
 
+TEST_F(ModuleTest, ForcedHostCacheWriteRunsOnTheHostAndCountsBothCopies_F3) {
+  std::unique_ptr<Module> module = load({.force_host = {"layers.1.k_write"}});
+  ASSERT_TRUE(module);
+  std::vector<int32_t> tokens = {8, 1, 30};
+  Result<std::span<const float>> logits = module->prefill(tokens, 0);
+  ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+  EXPECT_LT(max_abs_diff(*logits, model.reference_logits(tokens)), 1e-4);
+  for (int32_t next : {2, 19}) {
+    logits = module->decode(next, static_cast<int32_t>(tokens.size()));
+    ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+    tokens.push_back(next);
+    EXPECT_LT(max_abs_diff(*logits, model.reference_logits(tokens)), 1e-4);
+  }
+  const format::MethodSpec& decode = *module->program().find_method("decode");
+  const StepStats& stats = module->last_stats();
+  EXPECT_EQ(stats.bytes_for("k_cache.1"),
+            static_cast<int64_t>(format::buffer_copy_bytes(decode, "k_cache.1")));
+  EXPECT_GT(stats.bytes_for("k_cache.1"), 0);
+  EXPECT_EQ(stats.bytes_for("v_cache.1"), 0);
+}
+
 TEST_F(ModuleTest, DecodeFromAFreshLoadSeesZeroBuffersAndResetClearsThem_F4) {
   std::unique_ptr<Module> module = load();
   ASSERT_TRUE(module);

@@ -1,0 +1,259 @@
+// `kvrt check MODEL`: the end-to-end proofs on one model (SYSTEM.md G1, G2, F2).
+//   persistence (G1)  A: fresh load, decode at position 1 from a zero cache;
+//                     B: fresh load, decode at 0 then at 1. B must differ from A.
+//   reference   (G2)  --reference reference.json (prompt_ids, greedy_ids, step_logits
+//                     from HF transformers): prefill, then decode the greedy tokens one
+//                     at a time; every step's logits within --atol, every argmax equal.
+//   cache copies (F2) bytes copied per decode step for the mutable buffers.
+// MODEL is a program file or a checkpoint directory (exported to a temporary file).
+// Exit status: 0 all checks pass, 1 a check fails, 2 the model could not be loaded.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "kvrt/export/exporter.h"
+#include "kvrt/runtime/module.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kvrt::Result;
+using kvrt::Status;
+using kvrt::runtime::Module;
+using kvrt::runtime::Program;
+
+struct CheckArgs {
+  std::string model;
+  std::string reference;
+  double atol = 1e-4;
+  std::string device = "cpu";
+  int threads = 0;
+  int64_t max_seq = 0;
+  int timing_steps = 32;
+};
+
+struct Reference {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> greedy;
+  std::vector<std::vector<float>> steps;
+};
+
+Result<Reference> read_reference(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return kvrt::not_found("cannot open reference '", path, "'");
+  const nlohmann::json json = nlohmann::json::parse(file, nullptr, false);
+  auto ints = [&](const char* key, std::vector<int32_t>& out) {
+    auto it = json.find(key);
+    if (it == json.end() || !it->is_array()) return false;
+    for (const auto& v : *it) {
+      if (!v.is_number_integer()) return false;
+      out.push_back(v.get<int32_t>());
+    }
+    return true;
+  };
+  Reference reference;
+  auto steps = json.is_object() ? json.find("step_logits") : json.end();
+  bool ok = json.is_object() && ints("prompt_ids", reference.prompt) &&
+            ints("greedy_ids", reference.greedy) && steps != json.end() && steps->is_array();
+  for (size_t i = 0; ok && i < steps->size(); ++i) {
+    const nlohmann::json& row = (*steps)[i];
+    ok = row.is_array();
+    std::vector<float> logits;
+    for (size_t j = 0; ok && j < row.size(); ++j) {
+      ok = row[j].is_number();
+      if (ok) logits.push_back(row[j].get<float>());
+    }
+    reference.steps.push_back(std::move(logits));
+  }
+  if (!ok || reference.prompt.empty() || reference.steps.size() != reference.greedy.size()) {
+    return kvrt::invalid_argument("reference '", path,
+                                  "' needs prompt_ids, greedy_ids and one step_logits row per "
+                                  "greedy id");
+  }
+  return reference;
+}
+
+float max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) return INFINITY;
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// A program file path for MODEL: itself, or a temporary export of the checkpoint.
+Result<std::string> program_path(const CheckArgs& args, bool* temporary) {
+  *temporary = false;
+  if (!fs::is_directory(args.model)) return args.model;
+  kvrt::exporter::ExportOptions options;
+  options.checkpoint_dir = args.model;
+  options.output_path =
+      (fs::temp_directory_path() / ("kvrt_check_" + std::to_string(::getpid()) + ".kvrt")).string();
+  options.max_seq = args.max_seq;
+  KVRT_RETURN_IF_ERROR(kvrt::exporter::export_checkpoint(options).status());
+  std::printf("exported %s to a temporary program\n", args.model.c_str());
+  *temporary = true;
+  return options.output_path;
+}
+
+int64_t cache_bytes(const Module& module) {
+  return module.last_stats().total_buffer_bytes();
+}
+
+// G1. Returns whether it passed.
+Result<bool> check_persistence(const std::shared_ptr<const Program>& program,
+                               const kvrt::runtime::ModuleOptions& options, int32_t first,
+                               int32_t second) {
+  KVRT_ASSIGN_OR_RETURN(auto a, Module::create(program, options));
+  KVRT_ASSIGN_OR_RETURN(auto b, Module::create(program, options));
+  KVRT_ASSIGN_OR_RETURN(std::span<const float> logits_a, a->decode(second, 1));
+  KVRT_RETURN_IF_ERROR(b->decode(first, 0).status());
+  KVRT_ASSIGN_OR_RETURN(std::span<const float> logits_b, b->decode(second, 1));
+  const float diff = max_abs_diff(logits_a, logits_b);
+  const bool pass = diff > 0.0f && std::isfinite(diff);
+  std::printf(
+      "persistence (G1): %s  max |B - A| = %.6g  (A: fresh decode at 1; B: decode at 0, "
+      "then at 1)\n",
+      pass ? "PASS" : "FAIL", static_cast<double>(diff));
+  return pass;
+}
+
+// G2 against a reference. Returns whether it passed.
+Result<bool> check_reference(const std::shared_ptr<const Program>& program,
+                             const kvrt::runtime::ModuleOptions& options,
+                             const Reference& reference, double atol) {
+  KVRT_ASSIGN_OR_RETURN(auto module, Module::create(program, options));
+  float worst = 0;
+  int mismatches = 0;
+  for (size_t i = 0; i < reference.steps.size(); ++i) {
+    const int32_t position = static_cast<int32_t>(reference.prompt.size() + i - 1);
+    Result<std::span<const float>> logits = i == 0
+                                                ? module->prefill(reference.prompt, 0)
+                                                : module->decode(reference.greedy[i - 1], position);
+    if (!logits.ok()) return logits.status().with_context("step " + std::to_string(i));
+    worst = std::max(worst, max_abs_diff(*logits, reference.steps[i]));
+    const auto argmax = std::max_element(logits->begin(), logits->end()) - logits->begin();
+    mismatches += argmax != reference.greedy[i];
+  }
+  const bool pass = worst <= atol && mismatches == 0;
+  std::printf(
+      "reference (G2): %s  %zu steps, max |logit diff| %.3g (atol %.3g), greedy "
+      "mismatches %d\n",
+      pass ? "PASS" : "FAIL", reference.steps.size(), static_cast<double>(worst), atol, mismatches);
+  return pass;
+}
+
+// Decode timing and the cache bytes copied per decode step (F2 / F3).
+Status report_decode(const std::shared_ptr<const Program>& program,
+                     const kvrt::runtime::ModuleOptions& options, int steps) {
+  KVRT_ASSIGN_OR_RETURN(auto module, Module::create(program, options));
+  steps = static_cast<int>(std::min<int64_t>(steps, module->max_seq_len()));
+  const int64_t vocab = module->vocab_size();
+  int32_t token = 1 % static_cast<int32_t>(std::max<int64_t>(vocab, 1));
+  const auto start = std::chrono::steady_clock::now();
+  int64_t copied = 0;
+  for (int p = 0; p < steps; ++p) {
+    KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, module->decode(token, p));
+    token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    copied = std::max(copied, cache_bytes(*module));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const kvrt::runtime::StepStats& stats = module->last_stats();
+  std::printf("cache bytes copied per decode step: %lld", static_cast<long long>(copied));
+  for (size_t b = 0; b < stats.buffer_names.size(); ++b) {
+    if (stats.buffer_bytes[b] != 0) {
+      std::printf("  %s %lld", stats.buffer_names[b].c_str(),
+                  static_cast<long long>(stats.buffer_bytes[b]));
+    }
+  }
+  std::printf("%s\n", copied == 0 ? " (bound in place)" : " (copy path)");
+  if (steps > 0 && seconds > 0) {
+    std::printf("decode: %.1f tok/s (%.3f ms/step over %d steps, %s)\n", steps / seconds,
+                1e3 * seconds / steps, steps, options.device.to_string().c_str());
+  }
+  return Status();
+}
+
+int run_check(const CheckArgs& args) {
+  Result<kvrt::Device> device = kvrt::parse_device(args.device);
+  if (!device.ok()) {
+    std::fprintf(stderr, "kvrt check: %s\n", device.status().to_string().c_str());
+    return 2;
+  }
+  bool temporary = false;
+  Result<std::string> path = program_path(args, &temporary);
+  if (!path.ok()) {
+    std::fprintf(stderr, "kvrt check: %s\n", path.status().to_string().c_str());
+    return 2;
+  }
+  Result<std::shared_ptr<const Program>> program = Program::load(*path);
+  if (temporary) fs::remove(*path);  // the mapping keeps the bytes
+  if (!program.ok()) {
+    std::fprintf(stderr, "kvrt check: %s\n", program.status().to_string().c_str());
+    return 2;
+  }
+  kvrt::runtime::ModuleOptions options;
+  options.device = *device;
+  options.num_threads = args.threads;
+
+  Reference reference;
+  if (!args.reference.empty()) {
+    Result<Reference> read = read_reference(args.reference);
+    if (!read.ok()) {
+      std::fprintf(stderr, "kvrt check: %s\n", read.status().to_string().c_str());
+      return 2;
+    }
+    reference = std::move(read).value();
+  }
+  const int32_t first = reference.prompt.size() >= 2 ? reference.prompt[0] : 1;
+  const int32_t second = reference.prompt.size() >= 2 ? reference.prompt[1] : 2;
+  bool pass = true;
+  Result<bool> g1 = check_persistence(*program, options, first, second);
+  if (!g1.ok()) {
+    std::fprintf(stderr, "kvrt check: %s\n", g1.status().to_string().c_str());
+    return 2;
+  }
+  pass = pass && *g1;
+  if (!args.reference.empty()) {
+    Result<bool> g2 = check_reference(*program, options, reference, args.atol);
+    if (!g2.ok()) {
+      std::fprintf(stderr, "kvrt check: %s\n", g2.status().to_string().c_str());
+      return 2;
+    }
+    pass = pass && *g2;
+  }
+  Status decode = report_decode(*program, options, args.timing_steps);
+  if (!decode.ok()) {
+    std::fprintf(stderr, "kvrt check: %s\n", decode.to_string().c_str());
+    return 2;
+  }
+  std::printf("%s\n", pass ? "all checks passed" : "CHECK FAILED");
+  return pass ? 0 : 1;
+}
+
+const bool registered = kvrt::cli::register_command(
+    {"check", "Check a model end to end: cache persistence (G1), reference logits (G2)",
+     [](CLI::App& sub) {
+       auto args = std::make_shared<CheckArgs>();
+       sub.add_option("model", args->model, "program file or checkpoint directory")->required();
+       sub.add_option("--reference", args->reference,
+                      "reference.json with prompt_ids, greedy_ids, step_logits");
+       sub.add_option("--atol", args->atol, "largest accepted |logit difference|")
+           ->capture_default_str();
+       sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+       sub.add_option("--threads", args->threads, "CPU threads (0: default)");
+       sub.add_option("--max-seq", args->max_seq, "cache capacity when exporting a checkpoint");
+       sub.add_option("--timing-steps", args->timing_steps, "decode steps to time")
+           ->capture_default_str();
+       sub.callback([args] { kvrt::cli::set_exit_code(run_check(*args)); });
+     }});
+
+}  // namespace
