@@ -119,7 +119,7 @@ void attention(const float* q, int64_t T, const void* k_cache, const void* v_cac
     }
   };
   const int64_t items = T * num_heads;
-  if (pool == nullptr || items * (P + T) * head_dim < (int64_t{1} << 15)) {
+  if (pool == nullptr || items * (P + T) * head_dim < (int64_t{1} << 18)) {
     run(0, items);
     return;
   }

@@ -96,7 +96,7 @@ TEST(Kernels, LinearWithBiasByHand) {
 }
 
 TEST(Kernels, LinearRowsDoNotDependOnTokenCountThreadsOrWeightDtype) {
-  const int64_t T = 5, K = 67, N = 45;
+  const int64_t T = 5, K = 301, N = 403;  // odd sizes, enough work for the pool
   std::vector<float> x(T * K), w(N * K);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
   for (size_t i = 0; i < w.size(); ++i) w[i] = bf16_to_f32(f32_to_bf16(std::cos(0.11f * i)));
@@ -122,7 +122,7 @@ TEST(Kernels, LinearRowsDoNotDependOnTokenCountThreadsOrWeightDtype) {
 }
 
 TEST(Kernels, LinearLargeEnoughToUseThePoolMatchesADoubleLoop) {
-  const int64_t K = 256, N = 300;
+  const int64_t K = 1024, N = 600;  // above the pool's work threshold
   std::vector<float> x(K), w(N * K), out(N);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(i % 13);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * static_cast<float>(i % 17) - 0.1f;
@@ -244,6 +244,23 @@ TEST(Kernels, AttentionIsCausalGroupedAndScaled) {
             &pool);
   const std::vector<double> expected = naive_attention(q, T, k, v, S, NH, KVH, D, 0.5, P);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-5) << i;
+}
+
+TEST(Kernels, ThreadedAttentionOverALongContextMatchesTheNaiveLoop) {
+  const int64_t T = 4, NH = 8, KVH = 2, D = 64, S = 600, P = 500;
+  std::vector<float> q(T * NH * D), k(KVH * S * D), v(KVH * S * D);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.1f * std::sin(0.3f * static_cast<float>(i));
+  for (size_t i = 0; i < k.size(); ++i) k[i] = 0.1f * std::cos(0.7f * static_cast<float>(i));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>(i % 101);
+  std::vector<float> threaded(T * NH * D), inline_out(T * NH * D);
+  ThreadPool pool(3);
+  attention(q.data(), T, k.data(), v.data(), DType::kF32, S, NH, KVH, D, 0.125f, P, threaded.data(),
+            &pool);
+  attention(q.data(), T, k.data(), v.data(), DType::kF32, S, NH, KVH, D, 0.125f, P,
+            inline_out.data(), nullptr);
+  EXPECT_EQ(threaded, inline_out);
+  const std::vector<double> expected = naive_attention(q, T, k, v, S, NH, KVH, D, 0.125, P);
+  for (size_t i = 0; i < threaded.size(); ++i) EXPECT_NEAR(threaded[i], expected[i], 1e-5) << i;
 }
 
 TEST(Kernels, SiluMulAndAddByHand) {
