@@ -47,7 +47,10 @@ Output run_cli(const std::string& args, const fs::path& stderr_file) {
 
 std::string join_ids(const std::vector<int32_t>& ids) {
   std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(ids[i]);
+  }
   return out;
 }
 
