@@ -9,7 +9,10 @@
 // the median over replays is reported. Our kernels are timed with programmatic
 // dependent launch (as a captured decode step runs them) and without.
 //
-//   kernels_bench [--out FILE] [--iters N]
+//   kernels_bench [--out FILE] [--iters N] [--sweep]
+//
+// --sweep also times every launch geometry of decode_linear and several split counts of
+// decode_attention at each shape, and appends that table.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,9 +22,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kvrt/engine/cuda/kernels.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -191,6 +196,28 @@ class Report {
   std::vector<std::string> rows_;
 };
 
+// Rows of the optional geometry sweep (--sweep): one line per shape and choice.
+struct Sweep {
+  bool enabled = false;
+  double copy_gbs = 0;
+  std::vector<std::string> rows;
+  void add(const std::string& shape, const std::string& choice, double bytes, double us) {
+    char line[512];
+    const double gbs = bytes / (us * 1e3);
+    std::snprintf(line, sizeof(line), "| %s | %s | %.2f | %.0f | %.0f%% |", shape.c_str(),
+                  choice.c_str(), us, gbs, 100.0 * gbs / copy_gbs);
+    rows.push_back(line);
+    std::printf("sweep %s\n", line);
+    std::fflush(stdout);
+  }
+  std::string table() const {
+    std::string out = "| shape | choice | µs (PDL) | GB/s | % of copy |\n|---|---|---|---|---|\n";
+    for (const auto& row : rows) out += row + "\n";
+    return out;
+  }
+};
+Sweep g_sweep;
+
 // A plain SM copy (16-byte loads and stores, grid-stride), the other copy peer.
 __global__ void copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, size_t count) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
@@ -267,25 +294,72 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   gamma.random(1.0f, 8);
   res.random(1.0f, 9);
   const int launches = std::max(copies, 32);
-  const auto ours = timer.ours(
-      [&](int i, cudaStream_t s) {
-        DecodeLinear op;
-        op.weight = weights[static_cast<size_t>(i % copies)]->bf();
-        op.input = x.bf();
-        op.tokens = tokens;
-        op.rows = rows;
-        op.in = in;
-        op.norm_weight = norm ? gamma.bf() : nullptr;
-        op.swiglu = swiglu;
-        op.residual = residual ? res.bf() : nullptr;
-        if (f32_out) {
-          op.output_f32 = static_cast<float*>(y.ptr);
-        } else {
-          op.output = residual ? res.bf() : y.bf();
-        }
-        return decode_linear(op, s);
-      },
-      launches);
+  auto launch_ours = [&](int i, cudaStream_t s) {
+    DecodeLinear op;
+    op.weight = weights[static_cast<size_t>(i % copies)]->bf();
+    op.input = x.bf();
+    op.tokens = tokens;
+    op.rows = rows;
+    op.in = in;
+    op.norm_weight = norm ? gamma.bf() : nullptr;
+    op.swiglu = swiglu;
+    op.residual = residual ? res.bf() : nullptr;
+    if (f32_out) {
+      op.output_f32 = static_cast<float*>(y.ptr);
+    } else {
+      op.output = residual ? res.bf() : y.bf();
+    }
+    return decode_linear(op, s);
+  };
+  const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
+  const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
+                       (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0);
+  char shape[128];
+  std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, mats * rows, in,
+                norm ? " +norm" : "");
+  if (g_sweep.enabled) {
+    std::vector<DecodeLinearTuning> choices(1);  // the library's choice first
+    for (const auto& [keys, stages, per_sm, contiguous] :
+         std::vector<std::tuple<int, int, int, int>>{{2048, 4, 1, 0},
+                                                     {2048, 4, 1, 1},
+                                                     {2048, 3, 2, 0},
+                                                     {2048, 3, 2, 1},
+                                                     {1024, 6, 1, 0},
+                                                     {1024, 4, 2, 0}}) {
+      DecodeLinearTuning t;
+      t.kernel = DecodeLinearKernel::kRing;
+      t.stage_keys = keys;
+      t.stages = stages;
+      t.blocks_per_sm = per_sm;
+      t.contiguous = contiguous;
+      choices.push_back(t);
+    }
+    for (int split_k : {4, 8}) {
+      DecodeLinearTuning t;
+      t.kernel = DecodeLinearKernel::kDirect;
+      t.split_k = split_k;
+      t.blocks_per_sm = 2;
+      choices.push_back(t);
+    }
+    for (const DecodeLinearTuning& choice : choices) {
+      set_decode_linear_tuning(choice);
+      char name[128];
+      if (choice.kernel == DecodeLinearKernel::kDefault) {
+        std::snprintf(name, sizeof(name), "library's choice");
+      } else if (choice.kernel == DecodeLinearKernel::kRing) {
+        std::snprintf(name, sizeof(name), "ring: keys %d, stages %d, %d/SM%s", choice.stage_keys,
+                      choice.stages, choice.blocks_per_sm,
+                      choice.contiguous > 0 ? ", contiguous" : "");
+      } else {
+        std::snprintf(name, sizeof(name), "direct: split_k %d, %d/SM", choice.split_k,
+                      choice.blocks_per_sm);
+      }
+      g_sweep.add(std::string(m.name) + " " + kernel + " " + shape, name, bytes,
+                  timer.per_launch_us(launch_ours, launches));
+    }
+    set_decode_linear_tuning(DecodeLinearTuning{});
+  }
+  const auto ours = timer.ours(launch_ours, launches);
   set_programmatic_launch(false);
   const double lt_us = timer.per_launch_us(
       [&](int i, cudaStream_t s) {
@@ -294,12 +368,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       },
       launches);
   set_programmatic_launch(true);
-  const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
-  const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
-                       (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0);
-  char shape[128];
-  std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, mats * rows, in,
-                norm ? " +norm" : "");
   report.bandwidth(m.name, kernel, shape, bytes, ours, lt_us);
 }
 
@@ -317,32 +385,45 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   check(cudaMemcpy(position, &last, sizeof(last), cudaMemcpyHostToDevice), "position");
   auto splits = decode_attention_splits(m.q_heads, m.kv_heads, length);
   check(splits.status());
-  const size_t ws_bytes = decode_attention_workspace_bytes(m.q_heads, dim, *splits);
-  Buffer workspace(ws_bytes);
-  const auto us = timer.ours(
-      [&](int i, cudaStream_t s) {
-        DecodeAttention op;
-        op.q = q.bf();
-        op.k_cache = k[static_cast<size_t>(i % copies)]->bf();
-        op.v_cache = v[static_cast<size_t>(i % copies)]->bf();
-        op.position = position;
-        op.out = out.bf();
-        op.q_heads = m.q_heads;
-        op.kv_heads = m.kv_heads;
-        op.head_dim = dim;
-        op.max_seq = length;
-        op.splits = *splits;
-        op.workspace = static_cast<float*>(workspace.ptr);
-        op.workspace_bytes = ws_bytes;
-        return decode_attention(op, s);
-      },
-      std::max(copies, 32));
+  const double bytes = 2.0 * cache_bytes + 4.0 * m.q_heads * dim;
+  auto measure = [&](int split_count) {
+    const size_t ws_bytes = decode_attention_workspace_bytes(m.q_heads, dim, split_count);
+    Buffer workspace(ws_bytes);
+    check(cudaMemset(workspace.ptr, 0, ws_bytes), "workspace");
+    return timer.ours(
+        [&](int i, cudaStream_t s) {
+          DecodeAttention op;
+          op.q = q.bf();
+          op.k_cache = k[static_cast<size_t>(i % copies)]->bf();
+          op.v_cache = v[static_cast<size_t>(i % copies)]->bf();
+          op.position = position;
+          op.out = out.bf();
+          op.q_heads = m.q_heads;
+          op.kv_heads = m.kv_heads;
+          op.head_dim = dim;
+          op.max_seq = length;
+          op.splits = split_count;
+          op.workspace = static_cast<float*>(workspace.ptr);
+          op.workspace_bytes = ws_bytes;
+          return decode_attention(op, s);
+        },
+        std::max(copies, 32));
+  };
+  if (g_sweep.enabled) {
+    for (int factor : {1, 2, 4, 8}) {
+      const int split_count = std::max(1, *splits * factor / 2);
+      char shape[128], name[64];
+      std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
+      std::snprintf(name, sizeof(name), "%d splits", split_count);
+      g_sweep.add(shape, name, bytes, measure(split_count).first);
+    }
+  }
+  const auto us = measure(*splits);
   cudaFree(position);
   char shape[128];
   std::snprintf(shape, sizeof(shape), "cache %d, %dq/%dkv heads, d%d, %d splits", length, m.q_heads,
                 m.kv_heads, dim, *splits);
-  report.bandwidth(m.name, "decode attention (+combine)", shape,
-                   2.0 * cache_bytes + 4.0 * m.q_heads * dim, us, 0.0);
+  report.bandwidth(m.name, "decode attention", shape, bytes, us, 0.0);
 }
 
 void bench_small_ops(Timer& timer, Report& report, const Model& m) {
@@ -494,10 +575,12 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
       out_path = argv[++i];
+    } else if (std::strcmp(argv[i], "--sweep") == 0) {
+      g_sweep.enabled = true;
     } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
       timer.iters = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: kernels_bench [--out FILE] [--iters N]\n");
+      std::fprintf(stderr, "usage: kernels_bench [--out FILE] [--iters N] [--sweep]\n");
       return 2;
     }
   }
@@ -522,6 +605,7 @@ int run(int argc, char** argv) {
   auto lt = PrefillLinear::create();
   check(lt.status());
   Report report(copy_gbs);
+  g_sweep.copy_gbs = copy_gbs;
   const Model models[] = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64},
                           {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64}};
   for (const Model& m : models) {
@@ -548,7 +632,8 @@ int run(int argc, char** argv) {
   check(cudaStreamSynchronize(timer.stream), "final sync");
   check(cudaGetLastError(), "final check");
 
-  const std::string text = std::string(header) + "\n" + report.table();
+  std::string text = std::string(header) + "\n" + report.table();
+  if (g_sweep.enabled) text += "\nGeometry sweep\n\n" + g_sweep.table();
   std::printf("\n%s", text.c_str());
   if (!out_path.empty()) {
     FILE* file = std::fopen(out_path.c_str(), "w");

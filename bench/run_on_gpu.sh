@@ -5,7 +5,9 @@
 # test binary side by side (they share the GPU; their time goes mostly to the CPU
 # references), the benchmark again to show the spread between runs, and the kernels'
 # SASS and resource usage for reading offline. Everything lands in $OUT.
-#   OUT=DIR bench/run_on_gpu.sh [DIST]
+# SWEEP=1 makes the first benchmark also time every decode_linear geometry and several
+# decode_attention split counts (kernels_bench --sweep).
+#   OUT=DIR [SWEEP=1] bench/run_on_gpu.sh [DIST]
 set -uo pipefail
 dist=${1:-gpu-dist/kernels}
 out=${OUT:-/tmp/kvrt-gpu}
@@ -21,7 +23,9 @@ step "kernel tests"
 timeout 200 "$dist/kvrt_cuda_kernels_test" --gtest_brief=1 || status=1
 
 step "benchmark"
-timeout 150 "$dist/kernels_bench" --out "$out/kernels_bench.md" || status=1
+sweep=()
+[ "${SWEEP:-0}" = 1 ] && sweep=(--sweep)
+timeout 400 "$dist/kernels_bench" --out "$out/kernels_bench.md" "${sweep[@]}" || status=1
 
 step "compute-sanitizer"
 # racecheck runs twice: on the whole binary, and without the PrefillLinear tests, whose

@@ -1,4 +1,5 @@
-// Decode attention (one query per head, GQA, long cache): split-K flash-decoding.
+// Decode attention (one query per head, GQA, long cache): split-K flash-decoding in one
+// kernel.
 //
 //   grid (splits, kv_heads x head groups); block = 4 warps
 //   block: the <= 16 query heads of one kv head (the MMA's M; rows past the group are
@@ -7,11 +8,12 @@
 //          up to 16 keys, with len = position[0] + 1 read on the device: one captured
 //          graph serves every position, and the live part of the cache is spread over
 //          all blocks whatever its length
-//   tile:  64 keys in shared memory (cp.async, double-buffered); warp w takes keys
-//          16w..16w+15 and keeps its own running softmax
-//   end:   the 4 warps merge in shared memory; the block writes (max, sum, unnormalized
-//          output) per head to the workspace; decode_attention_combine merges the splits
-//          (all of them in parallel: a serial loop over splits cost ~10 us in L2 latency).
+//   tile:  64 keys in shared memory, a ring of kStages tiles filled by cp.async; warp w
+//          takes keys 16w..16w+15 and keeps its own running softmax
+//   end:   the 4 warps merge in shared memory. With one split the block writes the
+//          output; otherwise it writes (max, sum, unnormalized output) per head and
+//          counts itself done on a per-group counter in the workspace, and the last
+//          block of the group merges every split (the counter wraps back to zero).
 #include <algorithm>
 #include <cmath>
 
@@ -25,15 +27,17 @@ using namespace detail;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRows = 16;  // query heads per block
-constexpr int kCombineThreads = 256;
-constexpr int kChunkKeys = 16;  // slice granularity: one warp's keys of a tile
+constexpr int kRows = 16;        // query heads per block
+constexpr int kChunkKeys = 16;   // slice granularity: one warp's keys of a tile
+constexpr int kMaxSplits = 512;  // the last block holds 2 floats per head and split
 
 struct Params {
   const bf16* q;  // [q_heads, dim]
   const bf16* k;  // [kv_heads, max_seq, dim]
   const bf16* v;
   const int32_t* position;  // [1]
+  bf16* out;                // [q_heads, dim]
+  unsigned* counters;       // [kv_heads x head groups]: blocks done, wraps to 0
   float* part_o;            // [q_heads, splits, dim]
   float2* part_ml;          // [q_heads, splits]: (max in log2 units, sum)
   int group;                // q_heads / kv_heads
@@ -43,18 +47,35 @@ struct Params {
   float scale_log2;
 };
 
+// Tiles in flight per block: as deep as ~110 KiB of shared memory allows, so two blocks
+// (of this launch and the next) fit on a multiprocessor.
+template <int kDim>
+constexpr int stages() {
+  return kDim <= 80 ? 4 : 3;
+}
 template <int kDim>
 constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kRows + 4 * kAttnTileKeys) * (kDim + 8) * sizeof(bf16);
+  return static_cast<size_t>(kRows + 2 * stages<kDim>() * kAttnTileKeys) * (kDim + 8) *
+         sizeof(bf16);
+}
+
+// The slice [*start, *end) of the live cache that `split` reduces.
+__device__ __forceinline__ void slice(const Params& p, int pos, int split, int* start, int* end) {
+  const int len = pos < 0 ? 0 : min(pos + 1, p.max_seq);
+  const int chunk = ceil_div(ceil_div(len, p.splits), kChunkKeys) * kChunkKeys;
+  *start = min(split * chunk, len);
+  *end = min(*start + chunk, len);
 }
 
 template <int kDim>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params p) {
-  constexpr int kStride = kDim + 8, kChunks = kDim / 8;
+  constexpr int kStride = kDim + 8, kChunks = kDim / 8, kStages = stages<kDim>();
+  constexpr int kTileElems = kAttnTileKeys * kStride;
   extern __shared__ uint4 decode_smem[];
   bf16* qs = reinterpret_cast<bf16*>(decode_smem);  // [16][kStride]
-  bf16* ks = qs + kRows * kStride;                  // [2][64][kStride]
-  bf16* vs = ks + 2 * kAttnTileKeys * kStride;      // [2][64][kStride]
+  bf16* ks = qs + kRows * kStride;                  // [kStages][64][kStride]
+  bf16* vs = ks + kStages * kTileElems;             // [kStages][64][kStride]
+  __shared__ bool last_block;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -63,173 +84,178 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
   const int first = (blockIdx.y % p.head_groups) * kRows;  // within the group
   const int head0 = kv_head * p.group + first;
   const int heads = min(kRows, p.group - first);
-
-  pdl_launch_dependents();
-  pdl_wait();
-
-  const int pos = *p.position;
-  const int len = pos < 0 ? 0 : min(pos + 1, p.max_seq);
-  const int chunk = ceil_div(ceil_div(len, p.splits), kChunkKeys) * kChunkKeys;
-  const int start = split * chunk;
-  const int end = min(start + chunk, len);
-  if (start >= end) {
-    if (threadIdx.x < heads) {
-      p.part_ml[(head0 + threadIdx.x) * p.splits + split] = make_float2(-INFINITY, 0.0f);
-    }
-    return;
-  }
-
   const bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
   const bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
-  load_kv_tile<kDim, kThreads>(ks, vs, k_head, v_head, start, end);
-  cp_async_commit();
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i - r * kChunks;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < heads) {
-      value = *reinterpret_cast<const uint4*>(p.q + static_cast<size_t>(head0 + r) * kDim + c * 8);
-    }
-    *reinterpret_cast<uint4*>(qs + r * kStride + c * 8) = value;
-  }
-  __syncthreads();
-  uint32_t qf[kDim / 16][4];
-  load_q_fragments<kDim>(qf, qs, kStride);
 
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  float o[kDim / 8][4] = {};
-  const int tiles = ceil_div(end - start, kAttnTileKeys);
-  for (int it = 0; it < tiles; ++it) {
-    const int buffer = it & 1;
-    if (it + 1 < tiles) {
-      const int next = (it + 1) & 1;
-      load_kv_tile<kDim, kThreads>(ks + next * kAttnTileKeys * kStride,
-                                   vs + next * kAttnTileKeys * kStride, k_head, v_head,
-                                   start + (it + 1) * kAttnTileKeys, end);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-
-    const int row0 = buffer * kAttnTileKeys + warp * 16;
-    float s[2][4];
-    scores<kDim, 16>(s, qf, ks + row0 * kStride, kStride);
-    const int key0 = start + it * kAttnTileKeys + warp * 16;
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int key = key0 + n * 8 + 2 * t + (j & 1);
-        s[n][j] = key < end ? s[n][j] * p.scale_log2 : -INFINITY;
-      }
-    }
-    uint32_t pa[1][4];
-    online_softmax<16, kDim>(s, m, l, o, pa);
-    accumulate_pv<16, kDim>(o, pa, vs + row0 * kStride, kStride);
-    __syncthreads();  // the next iteration's copies overwrite this buffer
-  }
-  reduce_row_sums(l);
-
-  // Merge the 4 warps (the tiles' shared memory is free now; the loop ended on a barrier).
-  float* merge_o = reinterpret_cast<float*>(ks);  // [4][16][kDim]
-  float* merge_m = reinterpret_cast<float*>(qs);  // [4][16]
-  float* merge_l = merge_m + kWarps * kRows;      // [4][16]
-  if (t == 0) {
-    merge_m[warp * kRows + g] = m[0];
-    merge_m[warp * kRows + g + 8] = m[1];
-    merge_l[warp * kRows + g] = l[0];
-    merge_l[warp * kRows + g + 8] = l[1];
-  }
-#pragma unroll
-  for (int d = 0; d < kDim / 8; ++d) {
-    const int col = d * 8 + 2 * t;
-    float* row_g = merge_o + (warp * kRows + g) * kDim + col;
-    float* row_g8 = merge_o + (warp * kRows + g + 8) * kDim + col;
-    row_g[0] = o[d][0];
-    row_g[1] = o[d][1];
-    row_g8[0] = o[d][2];
-    row_g8[1] = o[d][3];
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
-    const int r = i / kDim, d = i - r * kDim;
-    // Warp 0 saw key `start`, so the block maximum is finite.
-    float block_max = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, merge_m[w * kRows + r]);
-    float out = 0.0f, sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float weight = exp2f(merge_m[w * kRows + r] - block_max);
-      out += weight * merge_o[(w * kRows + r) * kDim + d];
-      sum += weight * merge_l[w * kRows + r];
-    }
-    const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
-    p.part_o[slot * kDim + d] = out;
-    if (d == 0) p.part_ml[slot] = make_float2(block_max, sum);
-  }
-}
-
-// One block per query head: out[head] = sum_s w_s o_s / sum_s w_s l_s, w_s = 2^(m_s - M).
-// Every split is handled in parallel: the (max, sum) pairs in one pass, then thread
-// groups sum disjoint sets of splits per output element.
-__global__ void __launch_bounds__(kCombineThreads)
-    decode_attention_combine(const float* part_o, const float2* part_ml, bf16* out, int splits,
-                             int dim) {
-  extern __shared__ float combine_smem[];
-  float* weight = combine_smem;            // [splits]
-  float* partial = combine_smem + splits;  // [groups][dim]
-  __shared__ float scratch[kCombineThreads / 32];
   pdl_launch_dependents();
   pdl_wait();
-  const int head = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float2* ml = part_ml + static_cast<size_t>(head) * splits;
 
-  float global_max = -INFINITY;
-  for (int s = threadIdx.x; s < splits; s += kCombineThreads) {
-    const float2 v = ml[s];
-    if (v.y > 0.0f) global_max = fmaxf(global_max, v.x);
-  }
+  int start, end;
+  slice(p, *p.position, split, &start, &end);
+  float* merge_m = reinterpret_cast<float*>(qs);  // [4][16], after the main loop
+  float* merge_l = merge_m + kWarps * kRows;      // [4][16]
+  float* merge_o = reinterpret_cast<float*>(ks);  // [4][16][kDim]
+  if (start < end) {
+    const int tiles = ceil_div(end - start, kAttnTileKeys);
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    global_max = fmaxf(global_max, __shfl_xor_sync(0xffffffffu, global_max, offset));
-  }
-  if (lane == 0) scratch[warp] = global_max;
-  __syncthreads();
-  global_max = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kCombineThreads / 32; ++w) global_max = fmaxf(global_max, scratch[w]);
-  __syncthreads();  // scratch is reused below
-
-  float sum = 0.0f;
-  for (int s = threadIdx.x; s < splits; s += kCombineThreads) {
-    const float2 v = ml[s];
-    const float w = v.y > 0.0f ? exp2f(v.x - global_max) : 0.0f;
-    weight[s] = w;
-    sum += w * v.y;
-  }
-  sum = warp_sum(sum);
-  if (lane == 0) scratch[warp] = sum;
-  __syncthreads();  // also publishes weight[]
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kCombineThreads / 32; ++w) total += scratch[w];
-
-  const int groups = kCombineThreads / dim;
-  const int group = threadIdx.x / dim, d = threadIdx.x - group * dim;
-  if (group < groups) {
-    const float* o = part_o + static_cast<size_t>(head) * splits * dim + d;
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int s = group; s < splits; s += groups) {
-      if (weight[s] > 0.0f) acc += weight[s] * o[static_cast<size_t>(s) * dim];
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < tiles) {
+        load_kv_tile<kDim, kThreads>(ks + s * kTileElems, vs + s * kTileElems, k_head, v_head,
+                                     start + s * kAttnTileKeys, end);
+      }
+      cp_async_commit();
     }
-    partial[group * dim + d] = acc;
+    for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = i - r * kChunks;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (r < heads) {
+        value =
+            *reinterpret_cast<const uint4*>(p.q + static_cast<size_t>(head0 + r) * kDim + c * 8);
+      }
+      *reinterpret_cast<uint4*>(qs + r * kStride + c * 8) = value;
+    }
+    __syncthreads();
+    uint32_t qf[kDim / 16][4];
+    load_q_fragments<kDim>(qf, qs, kStride);
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[kDim / 8][4] = {};
+    for (int it = 0; it < tiles; ++it) {
+      const int ahead = it + kStages - 1;
+      if (ahead < tiles) {
+        const int slot = ahead % kStages;
+        load_kv_tile<kDim, kThreads>(ks + slot * kTileElems, vs + slot * kTileElems, k_head, v_head,
+                                     start + ahead * kAttnTileKeys, end);
+      }
+      cp_async_commit();
+      cp_async_wait<kStages - 1>();
+      __syncthreads();
+
+      const int row0 = (it % kStages) * kAttnTileKeys + warp * 16;
+      float s[2][4];
+      scores<kDim, 16>(s, qf, ks + row0 * kStride, kStride);
+      const int key0 = start + it * kAttnTileKeys + warp * 16;
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int key = key0 + n * 8 + 2 * t + (j & 1);
+          s[n][j] = key < end ? s[n][j] * p.scale_log2 : -INFINITY;
+        }
+      }
+      uint32_t pa[1][4];
+      online_softmax<16, kDim>(s, m, l, o, pa);
+      accumulate_pv<16, kDim>(o, pa, vs + row0 * kStride, kStride);
+      __syncthreads();  // a later iteration's copies overwrite this slot
+    }
+    cp_async_wait<0>();
+    reduce_row_sums(l);
+
+    // Merge the 4 warps (the tiles' shared memory is free now; the loop ended on a barrier).
+    if (t == 0) {
+      merge_m[warp * kRows + g] = m[0];
+      merge_m[warp * kRows + g + 8] = m[1];
+      merge_l[warp * kRows + g] = l[0];
+      merge_l[warp * kRows + g + 8] = l[1];
+    }
+#pragma unroll
+    for (int d = 0; d < kDim / 8; ++d) {
+      const int col = d * 8 + 2 * t;
+      float* row_g = merge_o + (warp * kRows + g) * kDim + col;
+      float* row_g8 = merge_o + (warp * kRows + g + 8) * kDim + col;
+      row_g[0] = o[d][0];
+      row_g[1] = o[d][1];
+      row_g8[0] = o[d][2];
+      row_g8[1] = o[d][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
+      const int r = i / kDim, d = i - r * kDim;
+      // Warp 0 saw key `start`, so the block maximum is finite.
+      float block_max = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, merge_m[w * kRows + r]);
+      float out = 0.0f, sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = exp2f(merge_m[w * kRows + r] - block_max);
+        out += weight * merge_o[(w * kRows + r) * kDim + d];
+        sum += weight * merge_l[w * kRows + r];
+      }
+      if (p.splits == 1) {
+        p.out[static_cast<size_t>(head0 + r) * kDim + d] = __float2bfloat16(out / sum);
+      } else {
+        const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
+        p.part_o[slot * kDim + d] = out;
+        if (d == 0) p.part_ml[slot] = make_float2(block_max, sum);
+      }
+    }
+  } else if (p.splits == 1) {  // nothing live (position < 0): zeros, as an empty softmax
+    for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
+      p.out[static_cast<size_t>(head0) * kDim + i] = __float2bfloat16(0.0f);
+    }
+  } else if (threadIdx.x < heads) {  // an empty slice (a short cache): weight zero
+    p.part_ml[static_cast<size_t>(head0 + threadIdx.x) * p.splits + split] =
+        make_float2(-INFINITY, 0.0f);
+  }
+  if (p.splits == 1) return;
+
+  // The last block of this head group to finish merges all splits.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned before = atomicInc(&p.counters[blockIdx.y], static_cast<unsigned>(p.splits - 1));
+    last_block = before == static_cast<unsigned>(p.splits - 1);
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < dim; e += kCombineThreads) {
-    float acc = 0.0f;
-    for (int gr = 0; gr < groups; ++gr) acc += partial[gr * dim + e];
-    out[static_cast<size_t>(head) * dim + e] = __float2bfloat16(total > 0.0f ? acc / total : 0.0f);
+  if (!last_block) return;
+  __threadfence();
+
+  // Split weights w = 2^(m_s - M) (0 for empty splits) and totals sum_s w l_s per head.
+  float* weight = reinterpret_cast<float*>(ks);  // [heads][splits]
+  float* split_sum = weight + heads * p.splits;  // [heads][splits]
+  float* total = merge_m;                        // [heads]
+  for (int i = threadIdx.x; i < heads * p.splits; i += kThreads) {
+    const float2 ml = __ldcg(&p.part_ml[static_cast<size_t>(head0) * p.splits + i]);
+    weight[i] = ml.y > 0.0f ? ml.x : -INFINITY;
+    split_sum[i] = ml.y;
+  }
+  __syncthreads();
+  if (threadIdx.x < heads) {
+    float* w = weight + threadIdx.x * p.splits;
+    const float* l = split_sum + threadIdx.x * p.splits;
+    float head_max = -INFINITY;
+    for (int s = 0; s < p.splits; ++s) head_max = fmaxf(head_max, w[s]);
+    float sum = 0.0f;
+    for (int s = 0; s < p.splits; ++s) {
+      w[s] = w[s] == -INFINITY ? 0.0f : exp2f(w[s] - head_max);
+      sum += w[s] * l[s];
+    }
+    total[threadIdx.x] = sum;
+  }
+  __syncthreads();
+  // Each thread owns 4 output columns of one head and walks the splits, 8 loads at a time.
+  for (int i = threadIdx.x; i < heads * (kDim / 4); i += kThreads) {
+    const int r = i / (kDim / 4), d4 = i - r * (kDim / 4);
+    const float* w = weight + r * p.splits;
+    const float4* o = reinterpret_cast<const float4*>(p.part_o) +
+                      static_cast<size_t>(head0 + r) * p.splits * (kDim / 4) + d4;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+    for (int s = 0; s < p.splits; ++s) {
+      const float ws = w[s];
+      if (ws > 0.0f) {
+        const float4 v = __ldcg(o + static_cast<size_t>(s) * (kDim / 4));
+        acc.x += ws * v.x;
+        acc.y += ws * v.y;
+        acc.z += ws * v.z;
+        acc.w += ws * v.w;
+      }
+    }
+    const float inv = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
+    __nv_bfloat16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
+    *reinterpret_cast<uint2*>(out) =
+        make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
   }
 }
 
@@ -239,15 +265,8 @@ Status run(const DecodeAttention& op, const Params& p, cudaStream_t stream) {
   const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim>);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
-  KVRT_RETURN_IF_ERROR(launch(decode_attention_kernel<kDim>, grid, dim3(kThreads), smem, stream,
-                              "decode_attention", p));
-  const size_t combine_smem =
-      (static_cast<size_t>(p.splits) + static_cast<size_t>(kCombineThreads)) * sizeof(float);
-  KVRT_RETURN_IF_ERROR(allow_shared_memory(reinterpret_cast<const void*>(decode_attention_combine),
-                                           combine_smem, "decode_attention_combine"));
-  return launch(decode_attention_combine, dim3(op.q_heads), dim3(kCombineThreads), combine_smem,
-                stream, "decode_attention_combine", static_cast<const float*>(p.part_o),
-                static_cast<const float2*>(p.part_ml), op.out, p.splits, op.head_dim);
+  return launch(decode_attention_kernel<kDim>, grid, dim3(kThreads), smem, stream,
+                "decode_attention", p);
 }
 
 }  // namespace
@@ -259,14 +278,30 @@ Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq) {
   }
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int blocks_per_split = kv_heads * ceil_div(q_heads / kv_heads, kRows);
-  const int splits = ceil_div(4 * sms, blocks_per_split);  // about 4 blocks per SM
-  return std::max(1, std::min(splits, ceil_div(max_seq, kChunkKeys)));
+  const int splits = ceil_div(sms, blocks_per_split);  // about one block per SM
+  return std::clamp(std::min(splits, ceil_div(max_seq, kChunkKeys)), 1, kMaxSplits);
+}
+
+namespace {
+// Workspace: [counters: q_heads, 16-byte aligned][(max, sum): q_heads x splits]
+//            [output partials: q_heads x splits x head_dim, 16-byte aligned]
+size_t align16(size_t bytes) {
+  return (bytes + 15) / 16 * 16;
+}
+size_t partials_offset(int q_heads, int splits) {
+  return decode_attention_counter_bytes(q_heads) +
+         align16(static_cast<size_t>(q_heads) * splits * sizeof(float2));
+}
+}  // namespace
+
+size_t decode_attention_counter_bytes(int q_heads) {
+  return q_heads < 1 ? 0 : align16(static_cast<size_t>(q_heads) * sizeof(unsigned));
 }
 
 size_t decode_attention_workspace_bytes(int q_heads, int head_dim, int splits) {
   if (q_heads < 1 || head_dim < 1 || splits < 1) return 0;
-  const size_t slots = static_cast<size_t>(q_heads) * splits;
-  return slots * head_dim * sizeof(float) + slots * sizeof(float2);
+  return partials_offset(q_heads, splits) +
+         static_cast<size_t>(q_heads) * splits * head_dim * sizeof(float);
 }
 
 Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
@@ -279,8 +314,9 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
     return invalid_argument("decode_attention: q_heads (", op.q_heads,
                             ") must be a positive multiple of kv_heads (", op.kv_heads, ")");
   }
-  if (op.max_seq < 1 || op.splits < 1) {
-    return invalid_argument("decode_attention: max_seq and splits must be positive");
+  if (op.max_seq < 1 || op.splits < 1 || op.splits > kMaxSplits) {
+    return invalid_argument("decode_attention: max_seq must be positive and splits in [1, ",
+                            kMaxSplits, "], got max_seq ", op.max_seq, ", splits ", op.splits);
   }
   if (op.head_dim != 64 && op.head_dim != 80 && op.head_dim != 96 && op.head_dim != 128) {
     return not_supported("decode_attention: head_dim ", op.head_dim,
@@ -300,9 +336,11 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.k = op.k_cache;
   p.v = op.v_cache;
   p.position = op.position;
-  p.part_ml = reinterpret_cast<float2*>(op.workspace);
-  p.part_o =
-      op.workspace + 2 * static_cast<size_t>(op.q_heads) * op.splits;  // after the (max, sum) pairs
+  p.out = op.out;
+  char* workspace = reinterpret_cast<char*>(op.workspace);
+  p.counters = reinterpret_cast<unsigned*>(workspace);
+  p.part_ml = reinterpret_cast<float2*>(workspace + decode_attention_counter_bytes(op.q_heads));
+  p.part_o = reinterpret_cast<float*>(workspace + partials_offset(op.q_heads, op.splits));
   p.group = op.q_heads / op.kv_heads;
   p.head_groups = ceil_div(p.group, kRows);
   p.max_seq = op.max_seq;

@@ -34,7 +34,10 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // issued before pdl_wait()).
 __device__ __forceinline__ uint4 load_stream(const void* ptr, bool valid) {
   uint4 v;
-  asm("{\n"
+  // volatile: kept in program order, so loads written back to back are issued back to
+  // back instead of each next to its first use.
+  asm volatile(
+      "{\n"
       "  .reg .pred p;\n"
       "  setp.ne.b32 p, %5, 0;\n"
       "  mov.b32 %0, 0;\n"

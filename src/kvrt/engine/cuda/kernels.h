@@ -172,10 +172,15 @@ Status rope_kv_write(const RopeKvWrite& op, cudaStream_t stream);
 // Attention (head_dim 64, 80, 96 or 128; GQA: q head h reads kv head h / (q_heads/kv_heads))
 
 // Decode: one query per head against cache rows [0, position[0]] (position read from
-// device memory). Split-K (flash-decoding): `splits` blocks per kv head each reduce a
-// slice of the cache to a partial softmax in `workspace`, a second small kernel merges
-// them. The slice size is derived on the device from the live length, so one captured
-// graph serves every position.
+// device memory). Split-K (flash-decoding) in one kernel: `splits` blocks per kv head
+// each reduce a slice of the cache to a partial softmax in `workspace`, and the last
+// block of each head group to finish merges them. The slice size is derived on the
+// device from the live length, so one captured graph serves every position.
+//
+// The workspace's first decode_attention_counter_bytes(q_heads) bytes are completion
+// counters: zero them once before the first call (cudaMemset); every call leaves them at
+// zero again. The rest needs no initialization. Calls sharing a workspace must not run
+// concurrently.
 struct DecodeAttention {
   const bf16* q = nullptr;            // [q_heads, head_dim]
   const bf16* k_cache = nullptr;      // [kv_heads, max_seq, head_dim]
@@ -187,13 +192,14 @@ struct DecodeAttention {
   int head_dim = 0;
   int max_seq = 0;
   float scale = 0.0f;          // 0: 1/sqrt(head_dim)
-  int splits = 0;              // from decode_attention_splits()
+  int splits = 0;              // 1..512, e.g. decode_attention_splits()
   float* workspace = nullptr;  // decode_attention_workspace_bytes()
   size_t workspace_bytes = 0;
 };
-// A split count that fills the device (about four blocks per multiprocessor).
+// A split count that fills the device (about one block per multiprocessor), <= 512.
 Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq);
 size_t decode_attention_workspace_bytes(int q_heads, int head_dim, int splits);
+size_t decode_attention_counter_bytes(int q_heads);
 Status decode_attention(const DecodeAttention& op, cudaStream_t stream);
 
 // Prefill: causal attention for `tokens` queries at positions[t] (device memory) over

@@ -7,6 +7,7 @@
 // relative error <= 2^-9 per weight; the output is a convex combination of V rows
 // (|v| <= 1 here), so the error stays below 2^-9 * max|v| plus the final bf16 rounding
 // of the output (2^-9 relative): atol = 2^-8, rtol = 2^-8, relative L2 <= 1e-2.
+#include <algorithm>
 #include <cmath>
 
 #include "kvrt/engine/cuda/test/reference.h"
@@ -26,8 +27,11 @@ struct DecodeCase {
   int splits;  // 0: decode_attention_splits()
 };
 
-// Runs one decode step at position length - 1 and checks it against the reference.
-void check_decode(const DecodeCase& c) {
+// Runs decode steps at positions length - 1, then (when `calls` > 1) shorter ones, all
+// on one workspace, and checks each against the reference. The output is poisoned
+// before every call, so a completion counter not returned to zero (the merge never
+// runs, or runs early) shows as NaN.
+void check_decode(const DecodeCase& c, int calls = 1) {
   const int kv_heads = 2, q_heads = kv_heads * c.group, dim = c.head_dim;
   const int max_seq = c.length + 100;
   std::mt19937 rng(static_cast<uint32_t>(dim * 1000 + c.group * 10 + c.length));
@@ -41,8 +45,6 @@ void check_decode(const DecodeCase& c) {
     }
   }
   DeviceBuffer<uint16_t> d_q(q), d_k(k), d_v(v), d_out(q.size());
-  DeviceBuffer<int32_t> d_pos(std::vector<int32_t>{c.length - 1});
-  d_out.poison();
 
   int splits = c.splits;
   if (splits == 0) {
@@ -53,28 +55,56 @@ void check_decode(const DecodeCase& c) {
   const size_t workspace_bytes = decode_attention_workspace_bytes(q_heads, dim, splits);
   DeviceBuffer<float> d_workspace(workspace_bytes / sizeof(float));
   d_workspace.poison();  // stale partials must not leak into the result
+  d_workspace.zero(decode_attention_counter_bytes(q_heads));
 
+  for (int call = 0; call < calls; ++call) {
+    // Later calls look at a shorter prefix: rows past it are live data, not NaN.
+    const int length = call == 0 ? c.length : std::max(1, c.length / (2 * call) - call);
+    DeviceBuffer<int32_t> d_pos(std::vector<int32_t>{length - 1});
+    d_out.poison();
+    DecodeAttention op;
+    op.q = d_q.as_bf16();
+    op.k_cache = d_k.as_bf16();
+    op.v_cache = d_v.as_bf16();
+    op.position = d_pos.get();
+    op.out = d_out.as_bf16();
+    op.q_heads = q_heads;
+    op.kv_heads = kv_heads;
+    op.head_dim = dim;
+    op.max_seq = max_seq;
+    op.splits = splits;
+    op.workspace = d_workspace.get();
+    op.workspace_bytes = workspace_bytes;
+    KVRT_ASSERT_OK(decode_attention(op, nullptr));
+    testing::sync_device();
+
+    const auto ref =
+        reference::attention(to_float(q), to_float(k), to_float(v), {length - 1}, q_heads, kv_heads,
+                             dim, max_seq, 1.0f / std::sqrt(static_cast<float>(dim)));
+    EXPECT_TRUE(testing::all_close(to_float(d_out.download()), ref, {1.0 / 256, 1.0 / 256, 1e-2}))
+        << "splits = " << splits << ", call " << call << ", length " << length;
+  }
+}
+
+TEST(DecodeAttentionWorkspace, CountersReturnToZeroBetweenCalls) {
+  KVRT_REQUIRE_CUDA_DEVICE();
+  check_decode({64, 8, 4096, 0}, 4);
+  check_decode({128, 4, 1000, 7}, 3);
+}
+
+TEST(DecodeAttentionArguments, TooManySplitsAreRejected) {
+  alignas(16) static uint16_t host[64];
   DecodeAttention op;
-  op.q = d_q.as_bf16();
-  op.k_cache = d_k.as_bf16();
-  op.v_cache = d_v.as_bf16();
-  op.position = d_pos.get();
-  op.out = d_out.as_bf16();
-  op.q_heads = q_heads;
-  op.kv_heads = kv_heads;
-  op.head_dim = dim;
-  op.max_seq = max_seq;
-  op.splits = splits;
-  op.workspace = d_workspace.get();
-  op.workspace_bytes = workspace_bytes;
-  KVRT_ASSERT_OK(decode_attention(op, nullptr));
-  testing::sync_device();
-
-  const auto ref =
-      reference::attention(to_float(q), to_float(k), to_float(v), {c.length - 1}, q_heads, kv_heads,
-                           dim, max_seq, 1.0f / std::sqrt(static_cast<float>(dim)));
-  EXPECT_TRUE(testing::all_close(to_float(d_out.download()), ref, {1.0 / 256, 1.0 / 256, 1e-2}))
-      << "splits = " << splits;
+  op.q = op.k_cache = op.v_cache = reinterpret_cast<const bf16*>(host);
+  op.out = reinterpret_cast<bf16*>(host);
+  op.position = reinterpret_cast<const int32_t*>(host);
+  op.workspace = reinterpret_cast<float*>(host);
+  op.workspace_bytes = sizeof(host);
+  op.q_heads = op.kv_heads = 1;
+  op.head_dim = 64;
+  op.max_seq = 4096;
+  op.splits = 513;
+  EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
 }
 
 class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
@@ -97,6 +127,8 @@ std::vector<DecodeCase> decode_cases() {
   cases.push_back({128, 8, 4096, 1});
   cases.push_back({64, 4, 257, 7});
   cases.push_back({64, 4, 100, 64});
+  cases.push_back({64, 8, 32768, 0});  // a long cache: many tiles per block
+  cases.push_back({80, 1, 4096, 512});
   return cases;
 }
 

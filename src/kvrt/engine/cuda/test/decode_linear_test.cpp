@@ -12,6 +12,7 @@
 
 #include "kvrt/engine/cuda/test/reference.h"
 #include "kvrt/engine/cuda/test/test_util.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -49,11 +50,7 @@ const char* variant_name(Variant v) {
   return "?";
 }
 
-class DecodeLinearTest : public ::testing::TestWithParam<LinearCase> {};
-
-TEST_P(DecodeLinearTest, MatchesCpuReference) {
-  KVRT_REQUIRE_CUDA_DEVICE();
-  const LinearCase c = GetParam();
+void check_linear(const LinearCase& c) {
   const bool norm = c.variant == Variant::kNorm || c.variant == Variant::kNormSwiglu ||
                     c.variant == Variant::kNormF32;
   const bool swiglu = c.variant == Variant::kSwiglu || c.variant == Variant::kNormSwiglu;
@@ -118,6 +115,57 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
   const double scale = testing::rms(ref);
   const testing::Tolerance tolerance{1e-3 * scale, swiglu ? 1.0 / 128 : 1.0 / 256, 4e-3};
   EXPECT_TRUE(testing::all_close(out, ref, tolerance));
+}
+
+class DecodeLinearTest : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(DecodeLinearTest, MatchesCpuReference) {
+  KVRT_REQUIRE_CUDA_DEVICE();
+  check_linear(GetParam());
+}
+
+// Every launch geometry the benchmark compares computes the same thing. Ring kernel:
+// thin and wide slots (a tile split into many slots, or one), padded rows and one
+// contiguous run per tile, shallow and deep rings, one and several blocks per
+// multiprocessor. Direct kernel: 1, 2, 4 and 8 warps per tile.
+TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
+  KVRT_REQUIRE_CUDA_DEVICE();
+  auto ring = [](int stage_keys, int stages, int contiguous, int per_sm) {
+    DecodeLinearTuning t;
+    t.kernel = DecodeLinearKernel::kRing;
+    t.stage_keys = stage_keys;
+    t.stages = stages;
+    t.contiguous = contiguous;
+    t.blocks_per_sm = per_sm;
+    return t;
+  };
+  auto direct = [](int split_k, int per_sm) {
+    DecodeLinearTuning t;
+    t.kernel = DecodeLinearKernel::kDirect;
+    t.split_k = split_k;
+    t.blocks_per_sm = per_sm;
+    return t;
+  };
+  const DecodeLinearTuning tunings[] = {
+      ring(32, 2, 0, 1),   ring(256, 16, 0, 4), ring(1024, 4, 1, 1), ring(2048, 3, 1, 2),
+      ring(8192, 2, 1, 1), ring(8192, 3, 0, 1), direct(1, 3),        direct(2, 2),
+      direct(4, 1),        direct(8, 3)};
+  const LinearCase cases[] = {
+      {1, 2560, 2048, Variant::kNorm},    {1, 300, 5632, Variant::kResidual},
+      {3, 77, 776, Variant::kNormSwiglu}, {8, 520, 8192, Variant::kResidualInPlace},
+      {2, 1003, 2056, Variant::kNormF32}, {1, 7, 776, Variant::kSwiglu}};
+  for (const DecodeLinearTuning& tuning : tunings) {
+    set_decode_linear_tuning(tuning);
+    for (const LinearCase& c : cases) {
+      SCOPED_TRACE(testing::param_name(
+          tuning.kernel == DecodeLinearKernel::kRing ? "ring" : "direct", "_stage_keys",
+          tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_split_k",
+          tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_t", c.tokens, "_rows", c.rows, "_in",
+          c.in, "_", variant_name(c.variant)));
+      check_linear(c);
+    }
+  }
+  set_decode_linear_tuning(DecodeLinearTuning{});
 }
 
 INSTANTIATE_TEST_SUITE_P(

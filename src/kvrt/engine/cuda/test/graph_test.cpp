@@ -48,7 +48,9 @@ struct Session {
         v_cache(static_cast<size_t>(kKvHeads) * kMaxSeq * kDim),
         attn_workspace(decode_attention_workspace_bytes(kQHeads, kDim, splits) / sizeof(float)),
         argmax_workspace(argmax_workspace_bytes(1, kVocab)),
-        splits(splits) {}
+        splits(splits) {
+    attn_workspace.zero(decode_attention_counter_bytes(kQHeads));
+  }
   DeviceBuffer<int32_t> token, position;
   DeviceBuffer<uint16_t> h, qkv, attn, act;
   DeviceBuffer<float> logits;

@@ -67,6 +67,10 @@ class DeviceBuffer {
   }
   // Every byte 0xFF: NaN as bf16 or f32, -1 as int32. Catches elements never written.
   void poison() { check_cuda(cudaMemset(ptr_, 0xFF, bytes()), "poison"); }
+  // The first `count` bytes zero (all of them by default).
+  void zero(size_t count = SIZE_MAX) {
+    check_cuda(cudaMemset(ptr_, 0, count < bytes() ? count : bytes()), "zero");
+  }
 
  private:
   void* ptr_ = nullptr;

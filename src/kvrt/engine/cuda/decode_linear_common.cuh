@@ -1,0 +1,183 @@
+// Shared by the two decode_linear kernels (decode_linear_ring.cu: W through the copy
+// engine into shared memory; decode_linear_direct.cu: W straight into registers): the
+// launch parameters, the staging (and RMS normalization) of x, the tile -> W row map,
+// and the epilogues.
+//
+// Both kernels use the same tensor-core trick: the (up to 8) token vectors are the M side
+// of mma.m16n8k16 (rows 8..15 stay zero) and 8 W rows the N side. The order of k inside
+// a dot product is free, so lane (g, t) reads 16 contiguous bytes of W row g (k =
+// 8c..8c+7, c = 4s + t at k-step s) and the matching 16 bytes of x, and feeds them as
+// the fragments of two k16 MMAs: the logical <-> physical k permutation is the same for
+// both operands.
+#pragma once
+
+#include <cstdint>
+
+#include "kvrt/engine/cuda/device_common.cuh"
+#include "kvrt/engine/cuda/mma.cuh"
+
+namespace kvrt::engine::cuda::detail::decode_linear {
+
+constexpr int kTileCols = 8;   // W rows per tile: the MMA's N
+constexpr int kMaxTokens = 8;  // the MMA's M rows that carry data
+constexpr int kWarps = 8;      // warps that compute (both kernels)
+constexpr size_t kReduceBytes = 2 * kWarps * 64 * sizeof(float);
+
+enum Epilogue : int { kStore, kResidual, kStoreF32, kSwiglu };
+
+struct Params {
+  const bf16* w;         // [rows, in] or [2 rows, in]
+  const bf16* x;         // [tokens, in]
+  const bf16* norm_w;    // [in] or null
+  const bf16* residual;  // [tokens, rows] or null
+  bf16* y;               // [tokens, rows]
+  float* y_f32;          // [tokens, rows]
+  int tokens;
+  int rows;
+  int in;
+  int chunks;    // in / 8: 16-byte chunks per row
+  int x_stride;  // 16-byte chunks per staged token row (padded against bank conflicts)
+  int tiles;
+  float eps;
+  // Ring kernel.
+  int stage_keys;  // k elements per row in one ring slot
+  int parts;       // ring slots per tile: ceil(in / stage_keys)
+  int row_stride;  // bytes between W rows in a slot (padded against bank conflicts,
+                   // except when contiguous)
+  int stages;      // ring slots
+  int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
+  // Direct kernel.
+  int split_k;  // warps per tile (1, 2, 4 or 8)
+};
+
+// Copies x into shared memory (one read of global memory, loads unrolled so several are
+// in flight), then, when kNorm, normalizes it in place with HF LlamaRMSNorm's rounding:
+// bf16(bf16(x * inv_rms) * gamma). kThreads threads with ids `tid` take part; `sync`
+// synchronizes exactly them. `scratch` holds >= kWarps * 8 + 8 floats. The caller syncs
+// before reading xs. (The normalizing pass runs over chunks, not elements: walking
+// elements made each thread wait on one gamma load per token, ~2 us at 8 tokens.)
+template <bool kNorm, int kThreads, int kBatch, typename Sync>
+__device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid, Sync sync) {
+  const uint4* x = reinterpret_cast<const uint4*>(p.x);
+  const int total = p.tokens * p.chunks;
+  float squares[kMaxTokens] = {};
+  // Batches of kBatch predicated loads per thread: all of a batch are in flight at once
+  // whatever the trip count (an unrolled loop runs short trip counts in its serial
+  // remainder).
+  for (int base = tid; base < total; base += kBatch * kThreads) {
+    uint4 values[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = base + k * kThreads;
+      values[k] = i < total ? x[i] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = base + k * kThreads;
+      if (i >= total) break;
+      const uint4 value = values[k];
+      const int token = i / p.chunks;
+      xs[token * p.x_stride + (i - token * p.chunks)] = value;
+      if constexpr (kNorm) {
+        const uint32_t pairs[4] = {value.x, value.y, value.z, value.w};
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float lo = bf16_lo(pairs[j]), hi = bf16_hi(pairs[j]);
+          sum += lo * lo + hi * hi;
+        }
+#pragma unroll
+        for (int t = 0; t < kMaxTokens; ++t) squares[t] += t == token ? sum : 0.0f;
+      }
+    }
+  }
+  if constexpr (kNorm) {
+    constexpr int kStageWarps = kThreads / 32;
+    const int warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int token = 0; token < kMaxTokens; ++token) {
+      const float sum = warp_sum(squares[token]);
+      if (lane == 0) scratch[warp * kMaxTokens + token] = sum;
+    }
+    sync();
+    if (tid < p.tokens) {
+      float sum = 0.0f;
+      for (int w = 0; w < kStageWarps; ++w) sum += scratch[w * kMaxTokens + tid];
+      scratch[kStageWarps * kMaxTokens + tid] = rsqrtf(sum / static_cast<float>(p.in) + p.eps);
+    }
+    sync();
+    // Chunk-major, so each thread loads a gamma chunk once for all tokens.
+    const uint4* gamma = reinterpret_cast<const uint4*>(p.norm_w);
+    const float* inv_rms = scratch + kStageWarps * kMaxTokens;
+    for (int c = tid; c < p.chunks; c += kThreads) {
+      const uint4 gv = gamma[c];
+      const uint32_t g_pairs[4] = {gv.x, gv.y, gv.z, gv.w};
+      for (int token = 0; token < p.tokens; ++token) {
+        uint4& slot = xs[token * p.x_stride + c];
+        const uint4 value = slot;
+        const uint32_t in_pairs[4] = {value.x, value.y, value.z, value.w};
+        uint32_t out[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          out[j] =
+              pack_bf16(round_bf16(bf16_lo(in_pairs[j]) * inv_rms[token]) * bf16_lo(g_pairs[j]),
+                        round_bf16(bf16_hi(in_pairs[j]) * inv_rms[token]) * bf16_hi(g_pairs[j]));
+        }
+        slot = make_uint4(out[0], out[1], out[2], out[3]);
+      }
+    }
+  }
+}
+
+// The W row that MMA column `col` of `tile` reads, or -1 past the matrix. SwiGLU tiles
+// hold 4 gate rows then the 4 up rows of the same outputs, so the epilogue has both.
+template <bool kGlu>
+__device__ __forceinline__ int matrix_row(const Params& p, int tile, int col) {
+  if constexpr (kGlu) {
+    const int out = tile * (kTileCols / 2) + (col & 3);
+    return out < p.rows ? (col < 4 ? out : p.rows + out) : -1;
+  } else {
+    const int out = tile * kTileCols + col;
+    return out < p.rows ? out : -1;
+  }
+}
+
+// Outputs per tile: 8, or 4 with SwiGLU (gate and up columns pair up).
+template <int kEpilogue>
+constexpr int outputs_per_tile() {
+  return kEpilogue == kSwiglu ? kTileCols / 2 : kTileCols;
+}
+
+// Writes output `out_row` of `token` from the tile's f32 sums (`up`: SwiGLU only), with
+// HF's rounding points.
+template <int kEpilogue>
+__device__ __forceinline__ void store_output(const Params& p, int token, int out_row, float sum,
+                                             float up) {
+  if (token >= p.tokens || out_row >= p.rows) return;
+  const size_t out = static_cast<size_t>(token) * p.rows + out_row;
+  if constexpr (kEpilogue == kStore) {
+    p.y[out] = __float2bfloat16(sum);
+  } else if constexpr (kEpilogue == kResidual) {
+    p.y[out] = __float2bfloat16(round_bf16(sum) + __bfloat162float(p.residual[out]));
+  } else if constexpr (kEpilogue == kStoreF32) {
+    p.y_f32[out] = sum;
+  } else {
+    const float gate = round_bf16(sum);
+    const float silu = round_bf16(gate / (1.0f + expf(-gate)));
+    p.y[out] = __float2bfloat16(silu * round_bf16(up));
+  }
+}
+
+}  // namespace kvrt::engine::cuda::detail::decode_linear
+
+namespace kvrt::engine::cuda::detail {
+
+// Launchers of the two kernels (the dispatcher in decode_linear.cu picks one per shape).
+// `norm` and `epilogue` select the instantiation.
+size_t decode_linear_ring_smem(const decode_linear::Params& p);
+Status launch_decode_linear_ring(const decode_linear::Params& p, int epilogue, bool norm,
+                                 int blocks_per_sm, cudaStream_t stream);
+Status launch_decode_linear_direct(const decode_linear::Params& p, int epilogue, bool norm,
+                                   int blocks_per_sm, cudaStream_t stream);
+
+}  // namespace kvrt::engine::cuda::detail

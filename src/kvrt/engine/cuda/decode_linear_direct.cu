@@ -1,0 +1,118 @@
+// decode_linear, direct kernel: W goes from HBM straight into registers, kUnroll 16-byte
+// loads per lane issued back to back before the MMAs that use them, with many warps per
+// multiprocessor to keep enough bytes in flight.
+//
+//   round:  a block's 8 warps take 8 / split_k tiles, split_k warps per tile, each warp a
+//           strided share of the tile's k-steps; blocks walk the rounds persistently
+//   early:  W is constant, so before waiting for the previous kernel on the stream (PDL)
+//           every warp issues the loads of its first k-steps
+//   end:    the warps' partial sums meet in shared memory (two buffers alternate, so one
+//           barrier per round suffices) and the epilogue runs there
+#include <algorithm>
+
+#include "kvrt/engine/cuda/decode_linear_common.cuh"
+#include "kvrt/engine/cuda/launch.h"
+
+namespace kvrt::engine::cuda::detail {
+namespace {
+
+using namespace decode_linear;
+
+constexpr int kThreads = kWarps * 32;
+constexpr int kUnroll = 8;  // W loads in flight per lane
+
+template <int kEpilogue, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
+  constexpr bool kGlu = kEpilogue == kSwiglu;
+  extern __shared__ uint4 smem[];
+  uint4* xs = smem;                                                      // [tokens][x_stride]
+  float* reduce = reinterpret_cast<float*>(xs + p.tokens * p.x_stride);  // [2][warps][64]
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int per_round = kWarps / p.split_k;  // tiles per round
+  const int tile_slot = warp / p.split_k, phase = warp % p.split_k;
+  const int rounds = ceil_div(p.tiles, per_round);
+  const int steps = ceil_div(p.chunks, 4);  // 32-wide k-steps per row
+  const int my_steps = phase < steps ? ceil_div(steps - phase, p.split_k) : 0;
+
+  uint4 w[kUnroll];
+  // Loads k-steps [s0, s0 + kUnroll) of this warp's share of W row `row` (-1: zeros).
+  auto load = [&](int row, int s0) {
+    const bf16* base = p.w + static_cast<size_t>(row < 0 ? 0 : row) * p.in;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = (phase + (s0 + u) * p.split_k) * 4 + t;
+      const bool valid = row >= 0 && s0 + u < my_steps && c < p.chunks;
+      w[u] = load_stream(base + (valid ? c * 8 : 0), valid);
+    }
+  };
+  auto row_of = [&](int round) {
+    const int tile = round * per_round + tile_slot;
+    return tile < p.tiles ? matrix_row<kGlu>(p, tile, g) : -1;
+  };
+
+  int round = blockIdx.x;
+  if (round < rounds) load(row_of(round), 0);
+  pdl_launch_dependents();
+  pdl_wait();
+  stage_x<kNorm, kThreads, 4>(p, xs, reduce, threadIdx.x, [] { __syncthreads(); });
+  __syncthreads();
+
+  const bool x_ok = g < p.tokens;
+  const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int buffer = 0, first = 1; round < rounds; round += gridDim.x, buffer ^= 1, first = 0) {
+    const int row = row_of(round);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int s0 = 0; s0 < my_steps; s0 += kUnroll) {
+      if (!(first && s0 == 0)) load(row, s0);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = (phase + (s0 + u) * p.split_k) * 4 + t;
+        const uint4 xv = (x_ok && s0 + u < my_steps && c < p.chunks) ? x_row[c] : zero;
+        mma_bf16(acc, xv.x, 0u, xv.y, 0u, w[u].x, w[u].y);
+        mma_bf16(acc, xv.z, 0u, xv.w, 0u, w[u].z, w[u].w);
+      }
+    }
+    // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
+    float* partial = reduce + buffer * (kWarps * 64);
+    reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
+    __syncthreads();
+    constexpr int kOutputs = outputs_per_tile<kEpilogue>();
+    for (int i = threadIdx.x; i < per_round * kMaxTokens * kOutputs; i += kThreads) {
+      const int slot = i / (kMaxTokens * kOutputs), e = i % (kMaxTokens * kOutputs);
+      const int token = e / kOutputs, j = e % kOutputs;
+      float sum = 0.0f, up = 0.0f;
+      for (int v = slot * p.split_k; v < (slot + 1) * p.split_k; ++v) {
+        sum += partial[v * 64 + token * kTileCols + j];
+        if constexpr (kGlu) up += partial[v * 64 + token * kTileCols + 4 + j];
+      }
+      store_output<kEpilogue>(p, token, (round * per_round + slot) * kOutputs + j, sum, up);
+    }
+  }
+}
+
+template <int kEpilogue>
+void (*pick(bool norm))(Params) {
+  return norm ? direct_kernel<kEpilogue, true> : direct_kernel<kEpilogue, false>;
+}
+
+}  // namespace
+
+Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int blocks_per_sm,
+                                   cudaStream_t stream) {
+  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
+                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
+                           : epilogue == kResidual ? pick<kResidual>(norm)
+                                                   : pick<kStore>(norm);
+  const size_t smem = static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4) + kReduceBytes;
+  const void* key = reinterpret_cast<const void*>(kernel);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
+  KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
+  const int rounds = ceil_div(p.tiles, kWarps / p.split_k);
+  const int grid = std::min(rounds, std::max(1, blocks_per_sm) * sms);
+  return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", p);
+}
+
+}  // namespace kvrt::engine::cuda::detail

@@ -1,0 +1,164 @@
+// decode_linear, ring kernel: W reaches shared memory through the copy engine (bulk
+// copies, one per W row and ring slot), 8 warps compute from there.
+//
+//   tile:      8 W rows; a block owns a contiguous run of tiles
+//   producer:  one warp moves W through a ring of shared-memory slots (slot = 8 rows x
+//              stage_keys). W is constant, so it starts at once, before the previous
+//              kernel on the stream has finished (PDL): a launch's first slots are in
+//              flight while its predecessor drains
+//   consumers: 8 warps wait for the previous kernel, stage x in shared memory (RMS-
+//              normalized once per block when fused), split each slot's k-steps, free
+//              the slot, and at the end of a tile sum their partials in shared memory
+//              and run the epilogue
+#include <algorithm>
+
+#include "kvrt/engine/cuda/bulk_copy.cuh"
+#include "kvrt/engine/cuda/decode_linear_common.cuh"
+#include "kvrt/engine/cuda/launch.h"
+
+namespace kvrt::engine::cuda::detail {
+namespace {
+
+using namespace decode_linear;
+
+constexpr int kConsumers = kWarps * 32;
+constexpr int kThreads = kConsumers + 32;  // + the producer warp
+constexpr int kMaxStages = 16;
+constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps
+constexpr size_t kBarrierBytes = 2 * kMaxStages * sizeof(uint64_t);  // full[], empty[]
+
+__device__ __forceinline__ void consumer_sync() {
+  named_barrier(kConsumerBarrier, kConsumers);
+}
+
+template <int kEpilogue, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
+  constexpr bool kGlu = kEpilogue == kSwiglu;
+  extern __shared__ uint4 smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem);  // [kMaxStages]
+  uint64_t* empty = full + kMaxStages;                 // [kMaxStages]
+  char* ring = reinterpret_cast<char*>(smem) + kBarrierBytes;
+  const int slot_bytes = kTileCols * p.row_stride;
+  uint4* xs = reinterpret_cast<uint4*>(ring + static_cast<size_t>(p.stages) * slot_bytes);
+  float* reduce = reinterpret_cast<float*>(xs + p.tokens * p.x_stride);  // [2][warps][64]
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // A contiguous run of tiles per block, sizes differing by at most one.
+  const int first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * p.tiles / gridDim.x);
+  const int end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
+  const int total = (end - first) * p.parts;  // ring slots this block fills
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.stages; ++s) {
+      barrier_init(&full[s], 1);
+      barrier_init(&empty[s], kConsumers);
+    }
+    barrier_init_fence();
+  }
+  __syncthreads();
+  pdl_launch_dependents();
+
+  if (warp == kWarps) {
+    // Producer: lane r < 8 copies tile row r of each slot; with whole-row slots stored
+    // unpadded (`contiguous`), lane 0 copies the tile's rows in one run (SwiGLU: lane 0
+    // the gate rows, lane 4 the up rows).
+    for (int n = 0; n < total; ++n) {
+      const int slot = n % p.stages;
+      if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
+      const int tile = first + n / p.parts, k0 = (n % p.parts) * p.stage_keys;
+      const int row = lane < kTileCols ? matrix_row<kGlu>(p, tile, lane) : -1;
+      const uint32_t bytes = static_cast<uint32_t>(min(p.stage_keys, p.in - k0)) * 2u;
+      const bf16* src = p.w + static_cast<size_t>(row < 0 ? 0 : row) * p.in + k0;
+      const unsigned rows = __popc(__ballot_sync(0xffffffffu, row >= 0));
+      if (lane == 0) barrier_arrive_expect_tx(&full[slot], rows * bytes);
+      __syncwarp();
+      char* dst = ring + slot * slot_bytes + lane * p.row_stride;
+      if (!p.contiguous) {
+        if (row >= 0) bulk_copy(dst, src, bytes, &full[slot]);
+      } else if (row >= 0 && (lane == 0 || (kGlu && lane == 4))) {
+        bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot]);
+      }
+    }
+    return;
+  }
+
+  pdl_wait();
+  stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, consumer_sync);
+  consumer_sync();
+
+  const int g = lane >> 2, t = lane & 3;
+  const bool x_ok = g < p.tokens;
+  const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  int n = 0, slot = 0;
+  uint32_t parity = 0;
+  for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int part = 0; part < p.parts; ++part, ++n) {
+      barrier_wait(&full[slot], parity);
+      const int k0_chunk = part * (p.stage_keys / 8);
+      const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
+      const int steps = ceil_div(chunks, 4);
+      const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
+#pragma unroll 4
+      for (int j = warp; j < steps; j += kWarps) {
+        const int c = 4 * j + t;
+        const bool valid = c < chunks;
+        const uint4 wv = valid ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
+        const uint4 xv = valid && x_ok ? x_row[k0_chunk + c] : zero;
+        mma_bf16(acc, xv.x, 0u, xv.y, 0u, wv.x, wv.y);
+        mma_bf16(acc, xv.z, 0u, xv.w, 0u, wv.z, wv.w);
+      }
+      barrier_arrive(&empty[slot]);  // every lane: its reads of the slot are done
+      if (++slot == p.stages) {
+        slot = 0;
+        parity ^= 1u;
+      }
+    }
+    // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
+    // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
+    // buffer again only after passing the barrier that follows the last reads of it.
+    float* partial = reduce + buffer * (kWarps * 64);
+    reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
+    consumer_sync();
+    constexpr int kOutputs = outputs_per_tile<kEpilogue>();
+    if (threadIdx.x < kMaxTokens * kOutputs) {
+      const int token = threadIdx.x / kOutputs, j = threadIdx.x % kOutputs;
+      float sum = 0.0f, up = 0.0f;
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) {
+        sum += partial[v * 64 + token * kTileCols + j];
+        if constexpr (kGlu) up += partial[v * 64 + token * kTileCols + 4 + j];
+      }
+      store_output<kEpilogue>(p, token, tile * kOutputs + j, sum, up);
+    }
+  }
+}
+
+template <int kEpilogue>
+void (*pick(bool norm))(Params) {
+  return norm ? ring_kernel<kEpilogue, true> : ring_kernel<kEpilogue, false>;
+}
+
+}  // namespace
+
+size_t decode_linear_ring_smem(const Params& p) {
+  return kBarrierBytes + static_cast<size_t>(p.stages) * kTileCols * p.row_stride +
+         static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4) + kReduceBytes;
+}
+
+Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
+                                 cudaStream_t stream) {
+  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
+                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
+                           : epilogue == kResidual ? pick<kResidual>(norm)
+                                                   : pick<kStore>(norm);
+  const size_t smem = decode_linear_ring_smem(p);
+  const void* key = reinterpret_cast<const void*>(kernel);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
+  KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
+  const int grid = std::min(p.tiles, std::max(1, blocks_per_sm) * sms);
+  return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", p);
+}
+
+}  // namespace kvrt::engine::cuda::detail

@@ -1,0 +1,32 @@
+// Launch geometry of the bandwidth-bound decode kernels. The library picks it per shape
+// (`decode_linear_tuning`); the benchmark and the tests override it process-wide to
+// compare choices on the device and to prove every choice computes the same thing.
+#pragma once
+
+namespace kvrt::engine::cuda {
+
+enum class DecodeLinearKernel { kDefault, kRing, kDirect };
+
+struct DecodeLinearTuning {
+  DecodeLinearKernel kernel = DecodeLinearKernel::kDefault;
+  int blocks_per_sm = 0;  // blocks of one launch per multiprocessor (>= 1)
+  // kRing: W through the copy engine into a shared-memory ring.
+  int stage_keys = 0;   // k elements per W row in one ring slot (multiple of 16)
+  int stages = 0;       // ring slots per block (2..16)
+  int contiguous = -1;  // 1: one bulk copy per tile (or per SwiGLU half) when a slot
+                        // holds whole rows, unpadded; 0: one copy per row, padded
+  // kDirect: W straight into registers.
+  int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
+};
+
+// The geometry decode_linear uses for W [w_rows, in] (w_rows = 2 x outputs with SwiGLU)
+// and `tokens` vectors: the override's set fields, the library's choice for the rest.
+DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
+
+// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous >= 0)
+// for every later launch;
+// a default-constructed value restores the library's choice. Not thread-safe with
+// concurrent launches: for benchmarks and tests.
+void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
+
+}  // namespace kvrt::engine::cuda
