@@ -87,7 +87,6 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
   const bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
   const bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
 
-  pdl_launch_dependents();
   pdl_wait();
 
   int start, end;
@@ -198,6 +197,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
     p.part_ml[static_cast<size_t>(head0 + threadIdx.x) * p.splits + split] =
         make_float2(-INFINITY, 0.0f);
   }
+  // Only now may the next kernel's blocks take SM slots: with several waves, blocks
+  // parked at their PDL wait slowed the cache stream (the sweep in docs/kernels-sweep.md);
+  // the merge below still overlaps the next kernel's start.
+  pdl_launch_dependents();
   if (p.splits == 1) return;
 
   // The last block of this head group to finish merges all splits.
@@ -234,23 +237,51 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
     total[threadIdx.x] = sum;
   }
   __syncthreads();
-  // Each thread owns 4 output columns of one head and walks the splits, 8 loads at a time.
-  for (int i = threadIdx.x; i < heads * (kDim / 4); i += kThreads) {
-    const int r = i / (kDim / 4), d4 = i - r * (kDim / 4);
+  // Threads split (head, 4 output columns, group of splits): a group walks every
+  // `groups`-th split in batches of 8 predicated loads, all in flight at once; the
+  // groups' sums meet in shared memory.
+  constexpr int kBatch = 8;
+  const int items = heads * (kDim / 4);
+  const int groups = max(1, kThreads / items);
+  float4* group_sum =  // [groups][items], after weight and split_sum, 16-byte aligned
+      reinterpret_cast<float4*>(weight + (2 * heads * p.splits + 3) / 4 * 4);
+  for (int i = threadIdx.x; i < items * groups; i += kThreads) {
+    const int group = i / items, item = i - group * items;
+    const int r = item / (kDim / 4), d4 = item - r * (kDim / 4);
     const float* w = weight + r * p.splits;
     const float4* o = reinterpret_cast<const float4*>(p.part_o) +
                       static_cast<size_t>(head0 + r) * p.splits * (kDim / 4) + d4;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-    for (int s = 0; s < p.splits; ++s) {
-      const float ws = w[s];
-      if (ws > 0.0f) {
-        const float4 v = __ldcg(o + static_cast<size_t>(s) * (kDim / 4));
-        acc.x += ws * v.x;
-        acc.y += ws * v.y;
-        acc.z += ws * v.z;
-        acc.w += ws * v.w;
+    for (int s0 = group; s0 < p.splits; s0 += kBatch * groups) {
+      float ws[kBatch];
+      float4 v[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int split_index = s0 + k * groups;
+        ws[k] = split_index < p.splits ? w[split_index] : 0.0f;
+        v[k] = ws[k] > 0.0f ? __ldcg(o + static_cast<size_t>(split_index) * (kDim / 4))
+                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        acc.x += ws[k] * v[k].x;
+        acc.y += ws[k] * v[k].y;
+        acc.z += ws[k] * v[k].z;
+        acc.w += ws[k] * v[k].w;
+      }
+    }
+    group_sum[group * items + item] = acc;
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < items; item += kThreads) {
+    const int r = item / (kDim / 4), d4 = item - r * (kDim / 4);
+    float4 acc = group_sum[item];
+    for (int group = 1; group < groups; ++group) {
+      const float4 v = group_sum[group * items + item];
+      acc.x += v.x;
+      acc.y += v.y;
+      acc.z += v.z;
+      acc.w += v.w;
     }
     const float inv = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
     __nv_bfloat16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
@@ -278,7 +309,10 @@ Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq) {
   }
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int blocks_per_split = kv_heads * ceil_div(q_heads / kv_heads, kRows);
-  const int splits = ceil_div(sms, blocks_per_split);  // about one block per SM
+  // From the sweep in docs/kernels-sweep.md: ~16 splits at 4096 keys (more cost more in
+  // the merge than they gain in parallelism), slices of at most ~1024 keys for long
+  // caches, and at least half the multiprocessors busy whatever the head count.
+  const int splits = std::max({16, ceil_div(sms, 2 * blocks_per_split), ceil_div(max_seq, 1024)});
   return std::clamp(std::min(splits, ceil_div(max_seq, kChunkKeys)), 1, kMaxSplits);
 }
 

@@ -196,7 +196,8 @@ struct DecodeAttention {
   float* workspace = nullptr;  // decode_attention_workspace_bytes()
   size_t workspace_bytes = 0;
 };
-// A split count that fills the device (about one block per multiprocessor), <= 512.
+// A split count measured to suit the device: ~16, slices of at most ~1024 keys of
+// max_seq, at least half the multiprocessors busy; <= 512.
 Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq);
 size_t decode_attention_workspace_bytes(int q_heads, int head_dim, int splits);
 size_t decode_attention_counter_bytes(int q_heads);

@@ -129,6 +129,7 @@ std::vector<DecodeCase> decode_cases() {
   cases.push_back({64, 4, 100, 64});
   cases.push_back({64, 8, 32768, 0});  // a long cache: many tiles per block
   cases.push_back({80, 1, 4096, 512});
+  cases.push_back({64, 16, 4096, 512});  // the largest merge: 16 heads x 512 splits
   return cases;
 }
 
