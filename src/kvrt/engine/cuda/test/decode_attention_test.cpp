@@ -92,21 +92,6 @@ TEST(DecodeAttentionWorkspace, CountersReturnToZeroBetweenCalls) {
   check_decode({128, 4, 1000, 7}, 3);
 }
 
-TEST(DecodeAttentionArguments, TooManySplitsAreRejected) {
-  alignas(16) static uint16_t host[64];
-  DecodeAttention op;
-  op.q = op.k_cache = op.v_cache = reinterpret_cast<const bf16*>(host);
-  op.out = reinterpret_cast<bf16*>(host);
-  op.position = reinterpret_cast<const int32_t*>(host);
-  op.workspace = reinterpret_cast<float*>(host);
-  op.workspace_bytes = sizeof(host);
-  op.q_heads = op.kv_heads = 1;
-  op.head_dim = 64;
-  op.max_seq = 4096;
-  op.splits = 513;
-  EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
-}
-
 class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(DecodeAttentionTest, MatchesCpuReference) {
@@ -141,7 +126,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest, ::testing::ValuesIn(decode
                                c.splits > 0 ? testing::param_name("_splits", c.splits) : "");
                          });
 
-TEST(DecodeAttentionArguments, UnsupportedHeadDimIsRejected) {
+// Argument checks happen before any device work, so they run without a GPU too. A
+// valid-looking op over host memory, for each test to break one way.
+DecodeAttention host_op() {
   alignas(16) static uint16_t host[64];
   DecodeAttention op;
   op.q = op.k_cache = op.v_cache = reinterpret_cast<const bf16*>(host);
@@ -150,25 +137,29 @@ TEST(DecodeAttentionArguments, UnsupportedHeadDimIsRejected) {
   op.workspace = reinterpret_cast<float*>(host);
   op.workspace_bytes = sizeof(host);
   op.q_heads = op.kv_heads = 1;
-  op.head_dim = 72;
+  op.head_dim = 64;
   op.max_seq = 4;
   op.splits = 1;
+  return op;
+}
+
+TEST(DecodeAttentionArguments, UnsupportedHeadDimIsRejected) {
+  DecodeAttention op = host_op();
+  op.head_dim = 72;
   EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kNotSupported);
 }
 
 TEST(DecodeAttentionArguments, GroupThatDoesNotDivideIsRejected) {
-  DecodeAttention op;
-  alignas(16) static uint16_t host[64];
-  op.q = op.k_cache = op.v_cache = reinterpret_cast<const bf16*>(host);
-  op.out = reinterpret_cast<bf16*>(host);
-  op.position = reinterpret_cast<const int32_t*>(host);
-  op.workspace = reinterpret_cast<float*>(host);
-  op.workspace_bytes = sizeof(host);
+  DecodeAttention op = host_op();
   op.q_heads = 6;
   op.kv_heads = 4;
-  op.head_dim = 64;
-  op.max_seq = 4;
-  op.splits = 1;
+  EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(DecodeAttentionArguments, TooManySplitsAreRejected) {
+  DecodeAttention op = host_op();
+  op.max_seq = 4096;
+  op.splits = 513;
   EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
 }
 
