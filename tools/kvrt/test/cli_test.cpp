@@ -75,6 +75,20 @@ TEST(KvrtCli, GreedyRunJsonReturnsTheTransformersIds) {
   }
 }
 
+// G1 and G2 through the CLI: the persistence check compares the two-step decode with a
+// fresh prefill of both tokens, the reference check with HF's logits.
+TEST(KvrtCli, CheckPassesPersistenceAndReferenceOnAFixture) {
+  const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_check.err";
+  const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
+  const Output out = run_cli("check '" + dir.string() + "' --reference '" +
+                                 (dir / "reference.json").string() + "' --timing-steps 2",
+                             err);
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("persistence (G1): PASS"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("max |B - C|"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("all checks passed"), std::string::npos) << out.text;
+}
+
 TEST(KvrtCli, MissingModelIsAOneLineError) {
   const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_missing.err";
   const Output output = run_cli("run /nonexistent/model --prompt hi", err);
