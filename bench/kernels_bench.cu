@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/kernels.h"
 #include "kvrt/engine/cuda/tuning.h"
 
@@ -426,6 +427,24 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   report.bandwidth(m.name, "decode attention", shape, bytes, us, 0.0);
 }
 
+// A kernel that does nothing but the PDL handshake every kernel of the library does: the
+// per-launch floor of a chain of dependent kernels, against which the short rows read.
+__global__ void empty_kernel() {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();
+}
+
+void bench_floor(Timer& timer, Report& report) {
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sms");
+  const auto us = timer.ours(
+      [&](int, cudaStream_t s) {
+        return detail::launch(empty_kernel, dim3(sms), dim3(256), 0, s, "empty kernel");
+      },
+      32);
+  report.latency("-", "empty kernel (dependent-launch floor)", "1 block per SM", us);
+}
+
 void bench_small_ops(Timer& timer, Report& report, const Model& m) {
   const int dim = m.head_dim, width = (m.q_heads + 2 * m.kv_heads) * dim, max_seq = 4096;
   Buffer qkv(static_cast<size_t>(width) * 2),
@@ -606,6 +625,7 @@ int run(int argc, char** argv) {
   check(lt.status());
   Report report(copy_gbs);
   g_sweep.copy_gbs = copy_gbs;
+  bench_floor(timer, report);
   const Model models[] = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64},
                           {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64}};
   for (const Model& m : models) {
