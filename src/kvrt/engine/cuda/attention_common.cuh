@@ -9,6 +9,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kvrt/engine/cuda/device_common.cuh"
@@ -17,6 +18,13 @@
 namespace kvrt::engine::cuda::detail {
 
 constexpr int kAttnTileKeys = 64;  // keys per shared-memory tile
+
+// The softmax scale in log2 units (scores go through exp2f): `scale`, or 1/sqrt(head_dim)
+// when it is not positive, times log2(e).
+inline float attention_scale_log2(float scale, int head_dim) {
+  const float s = scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return s * 1.4426950408889634f;
+}
 
 // Copies cache rows [key0, key0 + 64) of one head into a tile (cp.async, all threads of
 // the block); rows at or past key_end are zero-filled, so garbage (even NaN) beyond the

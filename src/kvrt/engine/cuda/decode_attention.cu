@@ -379,9 +379,7 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.head_groups = ceil_div(p.group, kRows);
   p.max_seq = op.max_seq;
   p.splits = op.splits;
-  const float scale =
-      op.scale > 0.0f ? op.scale : 1.0f / std::sqrt(static_cast<float>(op.head_dim));
-  p.scale_log2 = scale * 1.4426950408889634f;
+  p.scale_log2 = attention_scale_log2(op.scale, op.head_dim);
   switch (op.head_dim) {
     case 64:
       return run<64>(op, p, stream);

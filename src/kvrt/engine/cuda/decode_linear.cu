@@ -19,7 +19,6 @@ namespace {
 using namespace detail;
 using namespace detail::decode_linear;
 
-constexpr int kMaxStages = 16;
 constexpr size_t kMaxStagedBytes = 144 * 1024;
 constexpr size_t kMaxBlockSmem = 227 * 1024;  // Hopper's per-block opt-in limit
 

@@ -18,9 +18,10 @@
 
 namespace kvrt::engine::cuda::detail::decode_linear {
 
-constexpr int kTileCols = 8;   // W rows per tile: the MMA's N
-constexpr int kMaxTokens = 8;  // the MMA's M rows that carry data
-constexpr int kWarps = 8;      // warps that compute (both kernels)
+constexpr int kTileCols = 8;    // W rows per tile: the MMA's N
+constexpr int kMaxTokens = 8;   // the MMA's M rows that carry data
+constexpr int kWarps = 8;       // warps that compute (both kernels)
+constexpr int kMaxStages = 16;  // ring kernel: slots per block at most
 constexpr size_t kReduceBytes = 2 * kWarps * 64 * sizeof(float);
 
 enum Epilogue : int { kStore, kResidual, kStoreF32, kSwiglu };

@@ -23,8 +23,7 @@ using namespace decode_linear;
 
 constexpr int kConsumers = kWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
-constexpr int kMaxStages = 16;
-constexpr int kConsumerBarrier = 1;  // named barrier of the consumer warps
+constexpr int kConsumerBarrier = 1;        // named barrier of the consumer warps
 constexpr size_t kBarrierBytes = 2 * kMaxStages * sizeof(uint64_t);  // full[], empty[]
 
 __device__ __forceinline__ void consumer_sync() {

@@ -51,11 +51,6 @@ __device__ __forceinline__ uint4 load_stream(const void* ptr, bool valid) {
   return v;
 }
 
-// Asks L2 to fetch [ptr, ptr + bytes) (bytes a multiple of 16, ptr 16-byte aligned).
-__device__ __forceinline__ void prefetch_l2(const void* ptr, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
-}
-
 // PDL: pdl_wait() blocks until the preceding kernel on the stream has completed and its
 // writes are visible (a no-op without PDL). Every kernel calls it, in every thread,
 // before it reads activations or writes anything, so that completion of any kernel

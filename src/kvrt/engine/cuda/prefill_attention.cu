@@ -195,9 +195,7 @@ Status prefill_attention(const PrefillAttention& op, cudaStream_t stream) {
   p.q_heads = op.q_heads;
   p.group = op.q_heads / op.kv_heads;
   p.max_seq = op.max_seq;
-  const float scale =
-      op.scale > 0.0f ? op.scale : 1.0f / std::sqrt(static_cast<float>(op.head_dim));
-  p.scale_log2 = scale * 1.4426950408889634f;
+  p.scale_log2 = attention_scale_log2(op.scale, op.head_dim);
   switch (op.head_dim) {
     case 64:
       return run<64>(op, p, stream);
