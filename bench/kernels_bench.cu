@@ -411,13 +411,18 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
         std::max(copies, 32));
   };
   if (g_sweep.enabled) {
-    for (int factor : {1, 2, 4, 8}) {
-      const int split_count = std::max(1, *splits * factor / 2);
-      char shape[128], name[64];
-      std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
-      std::snprintf(name, sizeof(name), "%d splits", split_count);
-      g_sweep.add(shape, name, bytes, measure(split_count).first);
+    for (DependentLaunch when : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
+      set_decode_attention_dependent_launch(when);
+      for (int factor : {1, 2, 4, 8}) {
+        const int split_count = std::max(1, *splits * factor / 2);
+        char shape[128], name[64];
+        std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
+        std::snprintf(name, sizeof(name), "%d splits, next launch %s", split_count,
+                      when == DependentLaunch::kEarly ? "early" : "late");
+        g_sweep.add(shape, name, bytes, measure(split_count).first);
+      }
     }
+    set_decode_attention_dependent_launch(DependentLaunch::kDefault);
   }
   const auto us = measure(*splits);
   cudaFree(position);
@@ -590,6 +595,7 @@ void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model&
 
 int run(int argc, char** argv) {
   std::string out_path;
+  bool attention_only = false;  // decode attention rows only (quick runs while tuning it)
   Timer timer;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
@@ -598,8 +604,11 @@ int run(int argc, char** argv) {
       g_sweep.enabled = true;
     } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
       timer.iters = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--attention-only") == 0) {
+      attention_only = true;
     } else {
-      std::fprintf(stderr, "usage: kernels_bench [--out FILE] [--iters N] [--sweep]\n");
+      std::fprintf(stderr,
+                   "usage: kernels_bench [--out FILE] [--iters N] [--sweep] [--attention-only]\n");
       return 2;
     }
   }
@@ -629,6 +638,11 @@ int run(int argc, char** argv) {
   const Model models[] = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64},
                           {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64}};
   for (const Model& m : models) {
+    if (attention_only) {
+      bench_decode_attention(timer, report, m, 4096);
+      bench_decode_attention(timer, report, m, 32768);
+      continue;
+    }
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     bench_linear(timer, report, **lt, m, "decode qkv (norm fused)", 1, qkv_rows, m.hidden, true,
                  false, false, false);

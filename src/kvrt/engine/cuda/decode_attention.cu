@@ -8,17 +8,23 @@
 //          up to 16 keys, with len = position[0] + 1 read on the device: one captured
 //          graph serves every position, and the live part of the cache is spread over
 //          all blocks whatever its length
+//   history: the rows before the position were written by earlier steps, so (unless the
+//          caller says otherwise) the first kStages tiles of them are copied before the
+//          PDL wait, while the kernels ahead in the stream still run; only the query and
+//          the new row (this step's cache write) are read after it
 //   tile:  64 keys in shared memory, a ring of kStages tiles filled by cp.async; warp w
 //          takes keys 16w..16w+15 and keeps its own running softmax
-//   end:   the 4 warps merge in shared memory. With one split the block writes the
-//          output; otherwise it writes (max, sum, unnormalized output) per head and
-//          counts itself done on a per-group counter in the workspace, and the last
-//          block of the group merges every split (the counter wraps back to zero).
+//   end:   the 4 warps and the new row merge in shared memory. With one split the block
+//          writes the output; otherwise it writes (max, sum, unnormalized output) per
+//          head and counts itself done on a per-group counter in the workspace, and the
+//          last block of the group merges every split (the counter wraps back to zero).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kvrt/engine/cuda/attention_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -27,9 +33,10 @@ using namespace detail;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRows = 16;        // query heads per block
-constexpr int kChunkKeys = 16;   // slice granularity: one warp's keys of a tile
-constexpr int kMaxSplits = 512;  // the last block holds 2 floats per head and split
+constexpr int kRows = 16;                        // query heads per block
+constexpr int kChunkKeys = 16;                   // slice granularity: one warp's keys of a tile
+constexpr int kMaxSplits = 512;                  // the last block holds 2 floats per head and split
+constexpr int kLanesPerHead = kThreads / kRows;  // lanes that score the new row per head
 
 struct Params {
   const bf16* q;  // [q_heads, dim]
@@ -45,7 +52,11 @@ struct Params {
   int max_seq;
   int splits;
   float scale_log2;
+  bool prefetch_history;  // read position and rows < position before the PDL wait
+  bool early_dependents;  // let the next kernel launch once the prefetch is issued
 };
+
+std::atomic<DependentLaunch> g_dependent_launch{DependentLaunch::kDefault};
 
 // Tiles in flight per block: as deep as ~110 KiB of shared memory allows, so two blocks
 // (of this launch and the next) fit on a multiprocessor.
@@ -53,9 +64,10 @@ template <int kDim>
 constexpr int stages() {
   return kDim <= 80 ? 4 : 3;
 }
+// [16 query rows][new K row][new V row][kStages K tiles][kStages V tiles], padded rows.
 template <int kDim>
 constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kRows + 2 * stages<kDim>() * kAttnTileKeys) * (kDim + 8) *
+  return static_cast<size_t>(kRows + 2 + 2 * stages<kDim>() * kAttnTileKeys) * (kDim + 8) *
          sizeof(bf16);
 }
 
@@ -67,14 +79,54 @@ __device__ __forceinline__ void slice(const Params& p, int pos, int split, int* 
   *end = min(*start + chunk, len);
 }
 
+// Copies `rows` rows of `dim` bf16 from global memory to padded shared-memory rows (plain
+// loads: the data may come from the kernel just before, after the PDL wait).
+template <int kDim>
+__device__ __forceinline__ void copy_rows(bf16* dst, const bf16* src, int rows, int pad_rows) {
+  constexpr int kStride = kDim + 8, kChunks = kDim / 8;
+  for (int i = threadIdx.x; i < pad_rows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i - r * kChunks;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (r < rows)
+      value = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(r) * kDim + c * 8);
+    *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
+  }
+}
+
+// score[r] = q[r] · k_new in log2 units, for the 16 query rows: kLanesPerHead adjacent
+// lanes share a row and meet through shuffles.
+template <int kDim>
+__device__ __forceinline__ void score_new_row(float* score, const bf16* qs, const bf16* k_new,
+                                              float scale_log2) {
+  constexpr int kStride = kDim + 8, kChunks = kDim / 8;
+  const int r = threadIdx.x / kLanesPerHead, j = threadIdx.x % kLanesPerHead;
+  float sum = 0.0f;
+  for (int c = j; c < kChunks; c += kLanesPerHead) {
+    const uint4 q = *reinterpret_cast<const uint4*>(qs + r * kStride + c * 8);
+    const uint4 k = *reinterpret_cast<const uint4*>(k_new + c * 8);
+    sum += bf16_lo(q.x) * bf16_lo(k.x) + bf16_hi(q.x) * bf16_hi(k.x);
+    sum += bf16_lo(q.y) * bf16_lo(k.y) + bf16_hi(q.y) * bf16_hi(k.y);
+    sum += bf16_lo(q.z) * bf16_lo(k.z) + bf16_hi(q.z) * bf16_hi(k.z);
+    sum += bf16_lo(q.w) * bf16_lo(k.w) + bf16_hi(q.w) * bf16_hi(k.w);
+  }
+#pragma unroll
+  for (int offset = kLanesPerHead / 2; offset > 0; offset >>= 1) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  }
+  if (j == 0) score[r] = sum * scale_log2;
+}
+
 template <int kDim>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params p) {
-  constexpr int kStride = kDim + 8, kChunks = kDim / 8, kStages = stages<kDim>();
+  constexpr int kStride = kDim + 8, kStages = stages<kDim>();
   constexpr int kTileElems = kAttnTileKeys * kStride;
   extern __shared__ uint4 decode_smem[];
   bf16* qs = reinterpret_cast<bf16*>(decode_smem);  // [16][kStride]
-  bf16* ks = qs + kRows * kStride;                  // [kStages][64][kStride]
+  bf16* k_new = qs + kRows * kStride;               // [kStride]
+  bf16* v_new = k_new + kStride;                    // [kStride]
+  bf16* ks = v_new + kStride;                       // [kStages][64][kStride]
   bf16* vs = ks + kStages * kTileElems;             // [kStages][64][kStride]
+  __shared__ float new_score[kRows];
   __shared__ bool last_block;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -87,50 +139,47 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
   const bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
   const bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
 
-  pdl_wait();
-
+  if (!p.prefetch_history) pdl_wait();
+  const int pos = *p.position;
   int start, end;
-  slice(p, *p.position, split, &start, &end);
+  slice(p, pos, split, &start, &end);
+  // Rows [start, history_end) are history; the row at `pos`, when it lies in this slice
+  // (and in the cache), is the one this step wrote.
+  const bool has_new = pos >= start && pos < end;
+  const int history_end = has_new ? pos : end;
+  const int tiles = history_end > start ? ceil_div(history_end - start, kAttnTileKeys) : 0;
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) {
+    if (s < tiles) {
+      load_kv_tile<kDim, kThreads>(ks + s * kTileElems, vs + s * kTileElems, k_head, v_head,
+                                   start + s * kAttnTileKeys, history_end);
+    }
+    cp_async_commit();
+  }
+  if (p.early_dependents) pdl_launch_dependents();
+  if (p.prefetch_history) pdl_wait();
+
   float* merge_m = reinterpret_cast<float*>(qs);  // [4][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [4][16]
   float* merge_o = reinterpret_cast<float*>(ks);  // [4][16][kDim]
   if (start < end) {
-    const int tiles = ceil_div(end - start, kAttnTileKeys);
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < tiles) {
-        load_kv_tile<kDim, kThreads>(ks + s * kTileElems, vs + s * kTileElems, k_head, v_head,
-                                     start + s * kAttnTileKeys, end);
-      }
-      cp_async_commit();
-    }
-    for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
-      const int r = i / kChunks, c = i - r * kChunks;
-      uint4 value = make_uint4(0, 0, 0, 0);
-      if (r < heads) {
-        value =
-            *reinterpret_cast<const uint4*>(p.q + static_cast<size_t>(head0 + r) * kDim + c * 8);
-      }
-      *reinterpret_cast<uint4*>(qs + r * kStride + c * 8) = value;
+    copy_rows<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, kRows);
+    if (has_new) {
+      copy_rows<kDim>(k_new, k_head + static_cast<size_t>(pos) * kDim, 1, 1);
+      copy_rows<kDim>(v_new, v_head + static_cast<size_t>(pos) * kDim, 1, 1);
     }
     __syncthreads();
+    if (has_new) score_new_row<kDim>(new_score, qs, k_new, p.scale_log2);
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[kDim / 8][4] = {};
     for (int it = 0; it < tiles; ++it) {
-      const int ahead = it + kStages - 1;
-      if (ahead < tiles) {
-        const int slot = ahead % kStages;
-        load_kv_tile<kDim, kThreads>(ks + slot * kTileElems, vs + slot * kTileElems, k_head, v_head,
-                                     start + ahead * kAttnTileKeys, end);
-      }
-      cp_async_commit();
-      cp_async_wait<kStages - 1>();
+      cp_async_wait<kStages - 1>();  // tile `it` has landed (kStages + it groups issued)
       __syncthreads();
-
-      const int row0 = (it % kStages) * kAttnTileKeys + warp * 16;
+      const int slot = it % kStages;
+      const int row0 = slot * kAttnTileKeys + warp * 16;
       float s[2][4];
       scores<kDim, 16>(s, qf, ks + row0 * kStride, kStride);
       const int key0 = start + it * kAttnTileKeys + warp * 16;
@@ -139,18 +188,24 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int key = key0 + n * 8 + 2 * t + (j & 1);
-          s[n][j] = key < end ? s[n][j] * p.scale_log2 : -INFINITY;
+          s[n][j] = key < history_end ? s[n][j] * p.scale_log2 : -INFINITY;
         }
       }
       uint32_t pa[1][4];
       online_softmax<16, kDim>(s, m, l, o, pa);
       accumulate_pv<16, kDim>(o, pa, vs + row0 * kStride, kStride);
-      __syncthreads();  // a later iteration's copies overwrite this slot
+      __syncthreads();  // the copies below overwrite this slot
+      if (it + kStages < tiles) {
+        load_kv_tile<kDim, kThreads>(ks + slot * kTileElems, vs + slot * kTileElems, k_head, v_head,
+                                     start + (it + kStages) * kAttnTileKeys, history_end);
+      }
+      cp_async_commit();
     }
     cp_async_wait<0>();
     reduce_row_sums(l);
+    __syncthreads();  // q and the tiles are free (also when no tile ran)
 
-    // Merge the 4 warps (the tiles' shared memory is free now; the loop ended on a barrier).
+    // Merge the 4 warps and the new row.
     if (t == 0) {
       merge_m[warp * kRows + g] = m[0];
       merge_m[warp * kRows + g + 8] = m[1];
@@ -170,8 +225,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
     __syncthreads();
     for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
       const int r = i / kDim, d = i - r * kDim;
-      // Warp 0 saw key `start`, so the block maximum is finite.
-      float block_max = -INFINITY;
+      // The slice is not empty: the first key's warp or the new row has a finite max.
+      float block_max = has_new ? new_score[r] : -INFINITY;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, merge_m[w * kRows + r]);
       float out = 0.0f, sum = 0.0f;
@@ -180,6 +235,11 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
         const float weight = exp2f(merge_m[w * kRows + r] - block_max);
         out += weight * merge_o[(w * kRows + r) * kDim + d];
         sum += weight * merge_l[w * kRows + r];
+      }
+      if (has_new) {
+        const float weight = exp2f(new_score[r] - block_max);
+        out += weight * __bfloat162float(v_new[d]);
+        sum += weight;
       }
       if (p.splits == 1) {
         p.out[static_cast<size_t>(head0 + r) * kDim + d] = __float2bfloat16(out / sum);
@@ -197,10 +257,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
     p.part_ml[static_cast<size_t>(head0 + threadIdx.x) * p.splits + split] =
         make_float2(-INFINITY, 0.0f);
   }
-  // Only now may the next kernel's blocks take SM slots: with several waves, blocks
-  // parked at their PDL wait slowed the cache stream (the sweep in docs/kernels-sweep.md);
-  // the merge below still overlaps the next kernel's start.
-  pdl_launch_dependents();
+  // Late: only now may the next kernel's blocks take SM slots (with several waves, blocks
+  // parked at their PDL wait slowed the cache stream); the merge below still overlaps
+  // the next kernel's start.
+  if (!p.early_dependents) pdl_launch_dependents();
   if (p.splits == 1) return;
 
   // The last block of this head group to finish merges all splits.
@@ -328,6 +388,10 @@ size_t partials_offset(int q_heads, int splits) {
 }
 }  // namespace
 
+void set_decode_attention_dependent_launch(DependentLaunch when) {
+  g_dependent_launch.store(when);
+}
+
 size_t decode_attention_counter_bytes(int q_heads) {
   return q_heads < 1 ? 0 : align16(static_cast<size_t>(q_heads) * sizeof(unsigned));
 }
@@ -380,6 +444,8 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.max_seq = op.max_seq;
   p.splits = op.splits;
   p.scale_log2 = attention_scale_log2(op.scale, op.head_dim);
+  p.prefetch_history = op.prefetch_history;
+  p.early_dependents = g_dependent_launch.load() == DependentLaunch::kEarly;
   switch (op.head_dim) {
     case 64:
       return run<64>(op, p, stream);

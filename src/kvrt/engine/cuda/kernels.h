@@ -177,6 +177,13 @@ Status rope_kv_write(const RopeKvWrite& op, cudaStream_t stream);
 // block of each head group to finish merges them. The slice size is derived on the
 // device from the live length, so one captured graph serves every position.
 //
+// The rows before the position are history: with prefetch_history (the default) they,
+// and position[0] itself, are read before the PDL wait, while the kernels ahead of this
+// one in the stream may still run. So none of those kernels (back to the last non-PDL
+// point: a graph launch, a copy, a launch without PDL) may write position[0] or a cache
+// row before it; in a decode step they come from earlier steps, and only the row at the
+// position (rope_kv_write) and q are this step's. Clear it when that does not hold.
+//
 // The workspace's first decode_attention_counter_bytes(q_heads) bytes are completion
 // counters: zero them once before the first call (cudaMemset); every call leaves them at
 // zero again. The rest needs no initialization. Calls sharing a workspace must not run
@@ -195,6 +202,7 @@ struct DecodeAttention {
   int splits = 0;              // 1..512, e.g. decode_attention_splits()
   float* workspace = nullptr;  // decode_attention_workspace_bytes()
   size_t workspace_bytes = 0;
+  bool prefetch_history = true;  // see above
 };
 // A split count measured to suit the device: ~16, slices of at most ~1024 keys of
 // max_seq, at least half the multiprocessors busy; <= 512.

@@ -29,4 +29,10 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 // concurrent launches: for benchmarks and tests.
 void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
 
+// Where decode_attention lets the next kernel of the stream launch: kEarly once its
+// blocks have issued their cache prefetch, kLate once they have streamed their slice.
+enum class DependentLaunch { kDefault, kEarly, kLate };
+// For every later launch; kDefault restores the library's choice. For benchmarks and tests.
+void set_decode_attention_dependent_launch(DependentLaunch when);
+
 }  // namespace kvrt::engine::cuda

@@ -1,7 +1,7 @@
 // decode_attention (split-K flash-decoding) against the CPU reference: head_dim 64/80/
 // 128, GQA ratios 1/4/8 (and 32: two 16-head groups per kv head), cache lengths 1, 257
-// and 4096. Cache rows past the query's position hold NaN: they must never be read into
-// the result.
+// and 4096, with the history prefetched before the PDL wait and without. Cache rows past the
+// query's position hold NaN: they must never be read into the result.
 //
 // Tolerances: P is rounded to bf16 before P·V (FlashAttention-2 does the same), a
 // relative error <= 2^-9 per weight; the output is a convex combination of V rows
@@ -25,6 +25,7 @@ struct DecodeCase {
   int group;  // q_heads / kv_heads
   int length;
   int splits;  // 0: decode_attention_splits()
+  bool prefetch_history = true;
 };
 
 // Runs decode steps at positions length - 1, then (when `calls` > 1) shorter ones, all
@@ -75,6 +76,7 @@ void check_decode(const DecodeCase& c, int calls = 1) {
     op.splits = splits;
     op.workspace = d_workspace.get();
     op.workspace_bytes = workspace_bytes;
+    op.prefetch_history = c.prefetch_history;
     KVRT_ASSERT_OK(decode_attention(op, nullptr));
     testing::sync_device();
 
@@ -115,6 +117,13 @@ std::vector<DecodeCase> decode_cases() {
   cases.push_back({64, 8, 32768, 0});  // a long cache: many tiles per block
   cases.push_back({80, 1, 4096, 512});
   cases.push_back({64, 16, 4096, 512});  // the largest merge: 16 heads x 512 splits
+  // The last slice holds only the new row (no history tile): slices [0, 16), [16, 17).
+  cases.push_back({64, 4, 17, 2});
+  cases.push_back({128, 8, 65, 5});
+  // Everything read after the PDL wait.
+  cases.push_back({64, 8, 4096, 0, false});
+  cases.push_back({80, 4, 257, 0, false});
+  cases.push_back({128, 1, 1, 0, false});
   return cases;
 }
 
@@ -123,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest, ::testing::ValuesIn(decode
                            const DecodeCase& c = info.param;
                            return testing::param_name(
                                "d", c.head_dim, "_g", c.group, "_len", c.length,
-                               c.splits > 0 ? testing::param_name("_splits", c.splits) : "");
+                               c.splits > 0 ? testing::param_name("_splits", c.splits) : "",
+                               c.prefetch_history ? "" : "_no_prefetch");
                          });
 
 // Argument checks happen before any device work, so they run without a GPU too. A

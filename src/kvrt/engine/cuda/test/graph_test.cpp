@@ -4,10 +4,13 @@
 // with the argmax writing the next token id where the embedding reads it and only the
 // position written by the host between replays. It must match the same steps run
 // eagerly launch by launch, bit for bit, with programmatic dependent launch on for the
-// graph and off for the eager run.
+// graph and off for the eager run. The graph runs once with decode_attention letting the
+// next kernel launch early and once late: its cache prefetch ahead of the PDL wait must
+// see the same data either way.
 #include <cmath>
 
 #include "kvrt/engine/cuda/test/test_util.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -140,19 +143,25 @@ Status decode_step(const Weights& w, Session& s, const float* inv_freq, cudaStre
                 s.token.get(), stream);
 }
 
-// Restores the process-wide PDL setting when the test ends.
+// Restores the process-wide launch settings when the test ends.
 class ProgrammaticLaunchGuard {
  public:
   ProgrammaticLaunchGuard() : saved_(programmatic_launch()) {}
-  ~ProgrammaticLaunchGuard() { set_programmatic_launch(saved_); }
+  ~ProgrammaticLaunchGuard() {
+    set_programmatic_launch(saved_);
+    set_decode_attention_dependent_launch(DependentLaunch::kDefault);
+  }
 
  private:
   bool saved_;
 };
 
-TEST(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
+class DecodeGraphTest : public ::testing::TestWithParam<DependentLaunch> {};
+
+TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   KVRT_REQUIRE_CUDA_DEVICE();
   ProgrammaticLaunchGuard guard;
+  set_decode_attention_dependent_launch(GetParam());
   std::mt19937 rng(2024);
   const Weights weights(rng);
   auto table = rope_inv_freq(kDim, 10000.0f, RopeScaling{});
@@ -202,6 +211,12 @@ TEST(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
+
+INSTANTIATE_TEST_SUITE_P(AttentionDependents, DecodeGraphTest,
+                         ::testing::Values(DependentLaunch::kEarly, DependentLaunch::kLate),
+                         [](const ::testing::TestParamInfo<DependentLaunch>& info) {
+                           return info.param == DependentLaunch::kEarly ? "Early" : "Late";
+                         });
 
 }  // namespace
 }  // namespace kvrt::engine::cuda
