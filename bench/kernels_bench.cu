@@ -9,8 +9,10 @@
 // the median over replays is reported. Our kernels are timed with programmatic
 // dependent launch (as a captured decode step runs them) and without.
 //
-//   kernels_bench [--out FILE] [--iters N] [--sweep]
+//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick]
 //
+// The last rows per model time a whole decode step (decode_step_bench.cu). --quick runs
+// only the decode attention and decode step rows.
 // --sweep also times every launch geometry of decode_linear and several split counts of
 // decode_attention at each shape, and appends that table.
 #include <cuda_runtime.h>
@@ -25,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_common.h"
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/kernels.h"
 #include "kvrt/engine/cuda/tuning.h"
@@ -32,191 +35,8 @@
 namespace kvrt::engine::cuda {
 namespace {
 
-constexpr size_t kRotateBytes = 512ull << 20;  // > 8x the H200's 60 MB L2
+using namespace bench;
 
-void die(const std::string& what) {
-  std::fprintf(stderr, "kernels_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-void check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(error));
-}
-void check(const Status& status) {
-  if (!status.ok()) die(status.to_string());
-}
-
-// Uniform values in [-scale, scale) as bf16, from a hash of the index: never zeros.
-__global__ void fill_bf16(uint16_t* out, size_t count, float scale, uint32_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 0x9e3779b9u ^ seed ^ static_cast<uint32_t>(i >> 32);
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    const float u = (static_cast<float>(h >> 8) / 16777216.0f) * 2.0f - 1.0f;
-    out[i] = __bfloat16_as_ushort(__float2bfloat16(u * scale));
-  }
-}
-
-// A device allocation freed at scope exit.
-struct Buffer {
-  explicit Buffer(size_t bytes) : bytes(bytes) { check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
-  ~Buffer() { cudaFree(ptr); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  bf16* bf() const { return static_cast<bf16*>(ptr); }
-  void random(float scale, uint32_t seed) {
-    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(ptr), bytes / 2, scale, seed);
-    check(cudaGetLastError(), "fill");
-    check(cudaDeviceSynchronize(), "fill");  // the timed stream does not wait on this one
-  }
-  void* ptr = nullptr;
-  size_t bytes = 0;
-};
-
-// `copies` buffers of `bytes` each, random bf16.
-std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float scale) {
-  std::vector<std::unique_ptr<Buffer>> out;
-  for (int i = 0; i < copies; ++i) {
-    out.push_back(std::make_unique<Buffer>(bytes));
-    out.back()->random(scale, 1234u + static_cast<uint32_t>(i));
-  }
-  return out;
-}
-int copies_for(size_t bytes) {
-  return static_cast<int>(std::max<size_t>(2, (kRotateBytes + bytes - 1) / bytes));
-}
-
-struct Timer {
-  cudaStream_t stream = nullptr;
-  int iters = 50;
-
-  // Median microseconds per launch of `launch(i)` for i in [0, launches), captured in a
-  // graph and replayed `iters` times.
-  double per_launch_us(const std::function<Status(int, cudaStream_t)>& launch, int launches) {
-    for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
-    check(cudaStreamSynchronize(stream), "warm-up");
-    cudaGraph_t graph = nullptr;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int i = 0; i < launches; ++i) check(launch(i, stream));
-    check(cudaStreamEndCapture(stream, &graph), "end capture");
-    cudaGraphExec_t exec = nullptr;
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    cudaEvent_t start, stop;
-    check(cudaEventCreate(&start), "event");
-    check(cudaEventCreate(&stop), "event");
-    check(cudaGraphLaunch(exec, stream), "graph warm-up");
-    std::vector<double> times;
-    for (int it = 0; it < iters; ++it) {
-      check(cudaEventRecord(start, stream), "record");
-      check(cudaGraphLaunch(exec, stream), "graph launch");
-      check(cudaEventRecord(stop, stream), "record");
-      check(cudaEventSynchronize(stop), "sync");
-      float ms = 0.0f;
-      check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-      times.push_back(1000.0 * ms / launches);
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-  }
-
-  // Ours with PDL, ours without, as a pair.
-  std::pair<double, double> ours(const std::function<Status(int, cudaStream_t)>& launch,
-                                 int launches) {
-    set_programmatic_launch(true);
-    const double pdl = per_launch_us(launch, launches);
-    set_programmatic_launch(false);
-    const double plain = per_launch_us(launch, launches);
-    set_programmatic_launch(true);
-    return {pdl, plain};
-  }
-};
-
-struct Model {
-  const char* name;
-  int hidden, inter, vocab, q_heads, kv_heads, head_dim;
-};
-
-class Report {
- public:
-  explicit Report(double copy_gbs) : copy_gbs_(copy_gbs) {}
-  // A memory-bound row: bytes moved, our times (PDL, plain), the cuBLASLt time or 0.
-  void bandwidth(const std::string& model, const std::string& kernel, const std::string& shape,
-                 double bytes, std::pair<double, double> us, double lt_us) {
-    const double gbs = bytes / (us.first * 1e3);
-    char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f | %.0f%% | %s | %s |",
-                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second, gbs,
-                  100.0 * gbs / copy_gbs_, lt_us > 0 ? fmt("%.2f", lt_us).c_str() : "-",
-                  lt_us > 0 ? fmt("%.2fx", lt_us / us.first).c_str() : "-");
-    add(line);
-  }
-  // A latency-bound row (a few KB moved): time only.
-  void latency(const std::string& model, const std::string& kernel, const std::string& shape,
-               std::pair<double, double> us) {
-    char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | - | - | - | - |",
-                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second);
-    add(line);
-  }
-  // A compute-bound row: TFLOP/s instead of bandwidth.
-  void compute(const std::string& model, const std::string& kernel, const std::string& shape,
-               double flops, std::pair<double, double> us, const char* note) {
-    char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f TFLOP/s | %s | - | - |",
-                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second,
-                  flops / (us.first * 1e6), note);
-    add(line);
-  }
-  void add(const std::string& line) {
-    rows_.push_back(line);
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  }
-  std::string table() const {
-    std::string out =
-        "| model | kernel | shape | ours µs (PDL) | ours µs (no PDL) | GB/s | % of copy | "
-        "cuBLASLt µs | cuBLASLt / ours |\n|---|---|---|---|---|---|---|---|---|\n";
-    for (const auto& row : rows_) out += row + "\n";
-    return out;
-  }
-
- private:
-  static std::string fmt(const char* format, double value) {
-    char buffer[64];
-    std::snprintf(buffer, sizeof(buffer), format, value);
-    return buffer;
-  }
-  double copy_gbs_;
-  std::vector<std::string> rows_;
-};
-
-// Rows of the optional geometry sweep (--sweep): one line per shape and choice.
-struct Sweep {
-  bool enabled = false;
-  double copy_gbs = 0;
-  std::vector<std::string> rows;
-  void add(const std::string& shape, const std::string& choice, double bytes, double us) {
-    char line[512];
-    const double gbs = bytes / (us * 1e3);
-    std::snprintf(line, sizeof(line), "| %s | %s | %.2f | %.0f | %.0f%% |", shape.c_str(),
-                  choice.c_str(), us, gbs, 100.0 * gbs / copy_gbs);
-    rows.push_back(line);
-    std::printf("sweep %s\n", line);
-    std::fflush(stdout);
-  }
-  std::string table() const {
-    std::string out = "| shape | choice | µs (PDL) | GB/s | % of copy |\n|---|---|---|---|---|\n";
-    for (const auto& row : rows) out += row + "\n";
-    return out;
-  }
-};
 Sweep g_sweep;
 
 // A plain SM copy (16-byte loads and stores, grid-stride), the other copy peer.
@@ -411,18 +231,27 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
         std::max(copies, 32));
   };
   if (g_sweep.enabled) {
-    for (DependentLaunch when : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
-      set_decode_attention_dependent_launch(when);
+    struct Choice {
+      DependentLaunch next_launch;
+      int cluster_merge;
+      const char* name;
+    };
+    const Choice choices[] = {{DependentLaunch::kLate, 1, "cluster merge, next launch late"},
+                              {DependentLaunch::kEarly, 1, "cluster merge, next launch early"},
+                              {DependentLaunch::kLate, 0, "global merge, next launch late"},
+                              {DependentLaunch::kEarly, 0, "global merge, next launch early"}};
+    for (const Choice& choice : choices) {
+      set_decode_attention_tuning({choice.next_launch, choice.cluster_merge});
       for (int factor : {1, 2, 4, 8}) {
         const int split_count = std::max(1, *splits * factor / 2);
-        char shape[128], name[64];
+        if (choice.cluster_merge == 1 && split_count > 16) continue;  // no such cluster
+        char shape[128], name[96];
         std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
-        std::snprintf(name, sizeof(name), "%d splits, next launch %s", split_count,
-                      when == DependentLaunch::kEarly ? "early" : "late");
+        std::snprintf(name, sizeof(name), "%d splits, %s", split_count, choice.name);
         g_sweep.add(shape, name, bytes, measure(split_count).first);
       }
     }
-    set_decode_attention_dependent_launch(DependentLaunch::kDefault);
+    set_decode_attention_tuning(DecodeAttentionTuning{});
   }
   const auto us = measure(*splits);
   cudaFree(position);
@@ -492,8 +321,7 @@ void bench_small_ops(Timer& timer, Report& report, const Model& m) {
   report.latency(m.name, "embedding gather", "T=1", embed_us);
 
   Buffer logits(static_cast<size_t>(m.vocab) * 4);
-  fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(logits.ptr), m.vocab * 2ull, 1.0f, 6);
-  check(cudaDeviceSynchronize(), "fill");
+  logits.random(1.0f, 6);  // f32 values made of bf16 halves: finite, varied
   const size_t ws_bytes = argmax_workspace_bytes(1, m.vocab);
   Buffer workspace(ws_bytes);
   const auto argmax_us = timer.ours(
@@ -595,7 +423,7 @@ void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model&
 
 int run(int argc, char** argv) {
   std::string out_path;
-  bool attention_only = false;  // decode attention rows only (quick runs while tuning it)
+  bool quick = false;  // decode attention and decode step rows only
   Timer timer;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
@@ -604,11 +432,10 @@ int run(int argc, char** argv) {
       g_sweep.enabled = true;
     } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
       timer.iters = std::max(1, std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--attention-only") == 0) {
-      attention_only = true;
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: kernels_bench [--out FILE] [--iters N] [--sweep] [--attention-only]\n");
+      std::fprintf(stderr, "usage: kernels_bench [--out FILE] [--iters N] [--sweep] [--quick]\n");
       return 2;
     }
   }
@@ -635,12 +462,13 @@ int run(int argc, char** argv) {
   Report report(copy_gbs);
   g_sweep.copy_gbs = copy_gbs;
   bench_floor(timer, report);
-  const Model models[] = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64},
-                          {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64}};
+  const Model models[] = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64, 22},
+                          {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64, 16}};
   for (const Model& m : models) {
-    if (attention_only) {
+    if (quick) {
       bench_decode_attention(timer, report, m, 4096);
       bench_decode_attention(timer, report, m, 32768);
+      bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
       continue;
     }
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
@@ -662,6 +490,7 @@ int run(int argc, char** argv) {
     bench_decode_attention(timer, report, m, 32768);
     bench_small_ops(timer, report, m);
     bench_prefill(timer, report, **lt, m, 512);
+    bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
   }
   check(cudaStreamSynchronize(timer.stream), "final sync");
   check(cudaGetLastError(), "final check");

@@ -17,7 +17,7 @@
 
 namespace kvrt::engine::cuda::detail {
 
-constexpr int kAttnTileKeys = 64;  // keys per shared-memory tile
+constexpr int kAttnTileKeys = 64;  // keys per shared-memory tile (decode may use more)
 
 // The softmax scale in log2 units (scores go through exp2f): `scale`, or 1/sqrt(head_dim)
 // when it is not positive, times log2(e).
@@ -26,14 +26,14 @@ inline float attention_scale_log2(float scale, int head_dim) {
   return s * 1.4426950408889634f;
 }
 
-// Copies cache rows [key0, key0 + 64) of one head into a tile (cp.async, all threads of
-// the block); rows at or past key_end are zero-filled, so garbage (even NaN) beyond the
-// live cache never reaches the MMAs.
-template <int kDim, int kThreads>
+// Copies cache rows [key0, key0 + kKeys) of one head into a tile (cp.async, all threads
+// of the block); rows at or past key_end are zero-filled, so garbage (even NaN) beyond
+// the live cache never reaches the MMAs.
+template <int kDim, int kThreads, int kKeys = kAttnTileKeys>
 __device__ __forceinline__ void load_kv_tile(bf16* k_tile, bf16* v_tile, const bf16* k_head,
                                              const bf16* v_head, int key0, int key_end) {
   constexpr int kChunks = kDim / 8, kStride = kDim + 8;
-  for (int i = threadIdx.x; i < kAttnTileKeys * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i - r * kChunks;
     const int key = key0 + r;
     const bool valid = key < key_end;

@@ -15,9 +15,16 @@
 //   tile:  64 keys in shared memory, a ring of kStages tiles filled by cp.async; warp w
 //          takes keys 16w..16w+15 and keeps its own running softmax
 //   end:   the 4 warps and the new row merge in shared memory. With one split the block
-//          writes the output; otherwise it writes (max, sum, unnormalized output) per
-//          head and counts itself done on a per-group counter in the workspace, and the
-//          last block of the group merges every split (the counter wraps back to zero).
+//          writes the output. Otherwise each block holds (max, sum, unnormalized output)
+//          per head and the splits merge, one of two ways:
+//          cluster: the head group's 2..16 blocks are one thread-block cluster; after a
+//            cluster barrier each block merges a share of the outputs, reading its peers'
+//            partials through distributed shared memory
+//          global:  the partials go to the workspace, each block counts itself done on a
+//            per-group counter, and the last block of the group merges every split (the
+//            counter wraps back to zero)
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -31,12 +38,23 @@ namespace {
 
 using namespace detail;
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kRows = 16;                        // query heads per block
-constexpr int kChunkKeys = 16;                   // slice granularity: one warp's keys of a tile
-constexpr int kMaxSplits = 512;                  // the last block holds 2 floats per head and split
-constexpr int kLanesPerHead = kThreads / kRows;  // lanes that score the new row per head
+constexpr int kRows = 16;              // query heads per block
+constexpr int kChunkKeys = 16;         // slice granularity: one warp's keys of a tile
+constexpr int kMaxSplits = 512;        // the last block holds 2 floats per head and split
+constexpr int kMaxClusterSplits = 16;  // the largest (non-portable) cluster
+
+// Per head_dim: warps per block (each takes 16 keys of a tile) and the tile ring's depth,
+// as deep as ~110 KiB of shared memory allows, so two blocks (of this launch and the
+// next) fit on a multiprocessor. Up to head_dim 80, 8 warps over 128-key tiles, 2 deep:
+// the 256 keys a block holds at 4096 tokens go in 2 passes rather than 4.
+template <int kDim>
+struct Geometry {
+  static constexpr int kWarps = kDim <= 80 ? 8 : 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kTileKeys = kWarps * 16;
+  static constexpr int kStages = kDim <= 80 ? 2 : 3;
+  static constexpr int kLanesPerHead = kThreads / kRows;  // lanes scoring the new row
+};
 
 struct Params {
   const bf16* q;  // [q_heads, dim]
@@ -56,19 +74,14 @@ struct Params {
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
 };
 
-std::atomic<DependentLaunch> g_dependent_launch{DependentLaunch::kDefault};
+std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
+std::atomic<int> g_cluster_merge{-1};
 
-// Tiles in flight per block: as deep as ~110 KiB of shared memory allows, so two blocks
-// (of this launch and the next) fit on a multiprocessor.
-template <int kDim>
-constexpr int stages() {
-  return kDim <= 80 ? 4 : 3;
-}
 // [16 query rows][new K row][new V row][kStages K tiles][kStages V tiles], padded rows.
 template <int kDim>
 constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kRows + 2 + 2 * stages<kDim>() * kAttnTileKeys) * (kDim + 8) *
-         sizeof(bf16);
+  using G = Geometry<kDim>;
+  return static_cast<size_t>(kRows + 2 + 2 * G::kStages * G::kTileKeys) * (kDim + 8) * sizeof(bf16);
 }
 
 // The slice [*start, *end) of the live cache that `split` reduces.
@@ -84,7 +97,7 @@ __device__ __forceinline__ void slice(const Params& p, int pos, int split, int* 
 template <int kDim>
 __device__ __forceinline__ void copy_rows(bf16* dst, const bf16* src, int rows, int pad_rows) {
   constexpr int kStride = kDim + 8, kChunks = kDim / 8;
-  for (int i = threadIdx.x; i < pad_rows * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < pad_rows * kChunks; i += Geometry<kDim>::kThreads) {
     const int r = i / kChunks, c = i - r * kChunks;
     uint4 value = make_uint4(0, 0, 0, 0);
     if (r < rows)
@@ -99,6 +112,7 @@ template <int kDim>
 __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, const bf16* k_new,
                                               float scale_log2) {
   constexpr int kStride = kDim + 8, kChunks = kDim / 8;
+  constexpr int kLanesPerHead = Geometry<kDim>::kLanesPerHead;
   const int r = threadIdx.x / kLanesPerHead, j = threadIdx.x % kLanesPerHead;
   float sum = 0.0f;
   for (int c = j; c < kChunks; c += kLanesPerHead) {
@@ -116,16 +130,64 @@ __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, cons
   if (j == 0) score[r] = sum * scale_log2;
 }
 
+// The cluster merge: this block's share of the head group's outputs, from every split's
+// (max, sum, output) partials in its peers' shared memory, read in one batch.
 template <int kDim>
-__global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params p) {
-  constexpr int kStride = kDim + 8, kStages = stages<kDim>();
-  constexpr int kTileElems = kAttnTileKeys * kStride;
+__device__ __forceinline__ void merge_cluster(const Params& p, float* part_o, float* part_m,
+                                              float* part_l, int head0, int heads) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's partials are in place
+  const int total = heads * kDim, share = ceil_div(total, p.splits);
+  const int end = min(total, (static_cast<int>(blockIdx.x) + 1) * share);
+  for (int i = blockIdx.x * share + threadIdx.x; i < end; i += Geometry<kDim>::kThreads) {
+    const int r = i / kDim;
+    float m[kMaxClusterSplits], l[kMaxClusterSplits], o[kMaxClusterSplits];
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      m[s] = -INFINITY;
+      l[s] = o[s] = 0.0f;
+      if (s < p.splits) {
+        m[s] = *cluster.map_shared_rank(part_m + r, s);
+        l[s] = *cluster.map_shared_rank(part_l + r, s);
+        o[s] = *cluster.map_shared_rank(part_o + i, s);
+      }
+    }
+    float head_max = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s)
+      head_max = l[s] > 0.0f ? fmaxf(head_max, m[s]) : head_max;
+    float sum = 0.0f, out = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      // Empty splits (sum 0) hold no output: select, so garbage never meets a zero weight.
+      const float w = l[s] > 0.0f ? exp2f(m[s] - head_max) : 0.0f;
+      sum += w * l[s];
+      out += l[s] > 0.0f ? w * o[s] : 0.0f;
+    }
+    p.out[static_cast<size_t>(head0) * kDim + i] = __float2bfloat16(sum > 0.0f ? out / sum : 0.0f);
+  }
+  cluster.sync();  // no block leaves while a peer may still read its shared memory
+}
+
+template <int kDim, bool kCluster>
+__global__ void __launch_bounds__(Geometry<kDim>::kThreads)
+    decode_attention_kernel(const Params p) {
+  using G = Geometry<kDim>;
+  constexpr int kWarps = G::kWarps, kThreads = G::kThreads, kTileKeys = G::kTileKeys;
+  constexpr int kStride = kDim + 8, kStages = G::kStages;
+  constexpr int kTileElems = kTileKeys * kStride;
+  // The merge's partials reuse the tile ring: the warps' outputs in the K tiles, the
+  // block's (cluster merge) in the V tiles.
+  static_assert(kWarps * kRows * kDim * sizeof(float) <= kStages * kTileElems * sizeof(bf16));
+  static_assert((kRows * kDim + 2 * kRows) * sizeof(float) <= kStages * kTileElems * sizeof(bf16));
+  static_assert(2 * kWarps * kRows * sizeof(float) <= kRows * kStride * sizeof(bf16));
   extern __shared__ uint4 decode_smem[];
   bf16* qs = reinterpret_cast<bf16*>(decode_smem);  // [16][kStride]
   bf16* k_new = qs + kRows * kStride;               // [kStride]
   bf16* v_new = k_new + kStride;                    // [kStride]
-  bf16* ks = v_new + kStride;                       // [kStages][64][kStride]
-  bf16* vs = ks + kStages * kTileElems;             // [kStages][64][kStride]
+  bf16* ks = v_new + kStride;                       // [kStages][kTileKeys][kStride]
+  bf16* vs = ks + kStages * kTileElems;             // [kStages][kTileKeys][kStride]
   __shared__ float new_score[kRows];
   __shared__ bool last_block;
 
@@ -147,21 +209,25 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
   // (and in the cache), is the one this step wrote.
   const bool has_new = pos >= start && pos < end;
   const int history_end = has_new ? pos : end;
-  const int tiles = history_end > start ? ceil_div(history_end - start, kAttnTileKeys) : 0;
+  const int tiles = history_end > start ? ceil_div(history_end - start, kTileKeys) : 0;
 #pragma unroll
   for (int s = 0; s < kStages; ++s) {
     if (s < tiles) {
-      load_kv_tile<kDim, kThreads>(ks + s * kTileElems, vs + s * kTileElems, k_head, v_head,
-                                   start + s * kAttnTileKeys, history_end);
+      load_kv_tile<kDim, kThreads, kTileKeys>(ks + s * kTileElems, vs + s * kTileElems, k_head,
+                                              v_head, start + s * kTileKeys, history_end);
     }
     cp_async_commit();
   }
   if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
 
-  float* merge_m = reinterpret_cast<float*>(qs);  // [4][16], after the main loop
-  float* merge_l = merge_m + kWarps * kRows;      // [4][16]
-  float* merge_o = reinterpret_cast<float*>(ks);  // [4][16][kDim]
+  float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
+  float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
+  float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kDim]
+  // The block's partials for the cluster merge, where nothing else lives by then.
+  float* cluster_o = reinterpret_cast<float*>(vs);  // [16][kDim]
+  float* cluster_m = cluster_o + kRows * kDim;      // [16]
+  float* cluster_l = cluster_m + kRows;             // [16]
   if (start < end) {
     copy_rows<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, kRows);
     if (has_new) {
@@ -179,10 +245,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
       cp_async_wait<kStages - 1>();  // tile `it` has landed (kStages + it groups issued)
       __syncthreads();
       const int slot = it % kStages;
-      const int row0 = slot * kAttnTileKeys + warp * 16;
+      const int row0 = slot * kTileKeys + warp * 16;
       float s[2][4];
       scores<kDim, 16>(s, qf, ks + row0 * kStride, kStride);
-      const int key0 = start + it * kAttnTileKeys + warp * 16;
+      const int key0 = start + it * kTileKeys + warp * 16;
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
 #pragma unroll
@@ -196,8 +262,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
       accumulate_pv<16, kDim>(o, pa, vs + row0 * kStride, kStride);
       __syncthreads();  // the copies below overwrite this slot
       if (it + kStages < tiles) {
-        load_kv_tile<kDim, kThreads>(ks + slot * kTileElems, vs + slot * kTileElems, k_head, v_head,
-                                     start + (it + kStages) * kAttnTileKeys, history_end);
+        load_kv_tile<kDim, kThreads, kTileKeys>(ks + slot * kTileElems, vs + slot * kTileElems,
+                                                k_head, v_head, start + (it + kStages) * kTileKeys,
+                                                history_end);
       }
       cp_async_commit();
     }
@@ -243,6 +310,12 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
       }
       if (p.splits == 1) {
         p.out[static_cast<size_t>(head0 + r) * kDim + d] = __float2bfloat16(out / sum);
+      } else if (kCluster) {
+        cluster_o[r * kDim + d] = out;
+        if (d == 0) {
+          cluster_m[r] = block_max;
+          cluster_l[r] = sum;
+        }
       } else {
         const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
         p.part_o[slot * kDim + d] = out;
@@ -254,14 +327,23 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
       p.out[static_cast<size_t>(head0) * kDim + i] = __float2bfloat16(0.0f);
     }
   } else if (threadIdx.x < heads) {  // an empty slice (a short cache): weight zero
-    p.part_ml[static_cast<size_t>(head0 + threadIdx.x) * p.splits + split] =
-        make_float2(-INFINITY, 0.0f);
+    if (kCluster) {
+      cluster_m[threadIdx.x] = -INFINITY;
+      cluster_l[threadIdx.x] = 0.0f;
+    } else {
+      p.part_ml[static_cast<size_t>(head0 + threadIdx.x) * p.splits + split] =
+          make_float2(-INFINITY, 0.0f);
+    }
   }
   // Late: only now may the next kernel's blocks take SM slots (with several waves, blocks
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
   if (!p.early_dependents) pdl_launch_dependents();
   if (p.splits == 1) return;
+  if constexpr (kCluster) {
+    merge_cluster<kDim>(p, cluster_o, cluster_m, cluster_l, head0, heads);
+    return;
+  }
 
   // The last block of this head group to finish merges all splits.
   __threadfence();
@@ -353,11 +435,22 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Params
 template <int kDim>
 Status run(const DecodeAttention& op, const Params& p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<kDim>();
-  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim>);
-  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
-  return launch(decode_attention_kernel<kDim>, grid, dim3(kThreads), smem, stream,
-                "decode_attention", p);
+  const int cluster_merge = g_cluster_merge.load();
+  if (p.splits >= 2 && p.splits <= kMaxClusterSplits && cluster_merge != 0) {
+    const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim, true>);
+    KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
+    KVRT_ASSIGN_OR_RETURN(bool fits, cluster_fits(key, p.splits, Geometry<kDim>::kThreads, smem));
+    if (fits) {
+      return launch_clusters(decode_attention_kernel<kDim, true>, grid,
+                             dim3(Geometry<kDim>::kThreads), smem, p.splits, stream,
+                             "decode_attention", p);
+    }
+  }
+  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim, false>);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
+  return launch(decode_attention_kernel<kDim, false>, grid, dim3(Geometry<kDim>::kThreads), smem,
+                stream, "decode_attention", p);
 }
 
 }  // namespace
@@ -369,10 +462,11 @@ Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq) {
   }
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int blocks_per_split = kv_heads * ceil_div(q_heads / kv_heads, kRows);
-  // From the sweep in docs/kernels-sweep.md: ~16 splits at 4096 keys (more cost more in
-  // the merge than they gain in parallelism), slices of at most ~1024 keys for long
-  // caches, and at least half the multiprocessors busy whatever the head count.
-  const int splits = std::max({16, ceil_div(sms, 2 * blocks_per_split), ceil_div(max_seq, 1024)});
+  // From the sweep in docs/kernels-sweep.md: 16 splits up to 16k keys (one cluster per
+  // head group; more splits cost more in the merge than they gain in parallelism),
+  // slices of at most ~1024 keys beyond, and at least a quarter of the multiprocessors
+  // busy whatever the head count.
+  const int splits = std::max({16, ceil_div(sms, 4 * blocks_per_split), ceil_div(max_seq, 1024)});
   return std::clamp(std::min(splits, ceil_div(max_seq, kChunkKeys)), 1, kMaxSplits);
 }
 
@@ -388,8 +482,9 @@ size_t partials_offset(int q_heads, int splits) {
 }
 }  // namespace
 
-void set_decode_attention_dependent_launch(DependentLaunch when) {
-  g_dependent_launch.store(when);
+void set_decode_attention_tuning(const DecodeAttentionTuning& tuning) {
+  g_next_launch.store(tuning.next_launch);
+  g_cluster_merge.store(tuning.cluster_merge);
 }
 
 size_t decode_attention_counter_bytes(int q_heads) {
@@ -445,7 +540,7 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.splits = op.splits;
   p.scale_log2 = attention_scale_log2(op.scale, op.head_dim);
   p.prefetch_history = op.prefetch_history;
-  p.early_dependents = g_dependent_launch.load() == DependentLaunch::kEarly;
+  p.early_dependents = g_next_launch.load() == DependentLaunch::kEarly;
   switch (op.head_dim) {
     case 64:
       return run<64>(op, p, stream);

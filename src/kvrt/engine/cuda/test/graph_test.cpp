@@ -149,7 +149,7 @@ class ProgrammaticLaunchGuard {
   ProgrammaticLaunchGuard() : saved_(programmatic_launch()) {}
   ~ProgrammaticLaunchGuard() {
     set_programmatic_launch(saved_);
-    set_decode_attention_dependent_launch(DependentLaunch::kDefault);
+    set_decode_attention_tuning(DecodeAttentionTuning{});
   }
 
  private:
@@ -161,7 +161,9 @@ class DecodeGraphTest : public ::testing::TestWithParam<DependentLaunch> {};
 TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   KVRT_REQUIRE_CUDA_DEVICE();
   ProgrammaticLaunchGuard guard;
-  set_decode_attention_dependent_launch(GetParam());
+  DecodeAttentionTuning tuning;
+  tuning.next_launch = GetParam();
+  set_decode_attention_tuning(tuning);
   std::mt19937 rng(2024);
   const Weights weights(rng);
   auto table = rope_inv_freq(kDim, 10000.0f, RopeScaling{});

@@ -1,0 +1,187 @@
+// Pieces shared by the benchmark's translation units: error exits, device buffers with
+// random contents, the graph-replay timer, the model shapes and the result table.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvrt/engine/cuda/kernels.h"
+
+namespace kvrt::engine::cuda::bench {
+
+constexpr size_t kRotateBytes = 512ull << 20;  // > 8x the H200's 60 MB L2
+
+[[noreturn]] inline void die(const std::string& what) {
+  std::fprintf(stderr, "kernels_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+inline void check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(error));
+}
+inline void check(const Status& status) {
+  if (!status.ok()) die(status.to_string());
+}
+
+// A device allocation freed at scope exit.
+struct Buffer {
+  explicit Buffer(size_t bytes) : bytes(bytes) { check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
+  ~Buffer() { cudaFree(ptr); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  bf16* bf() const { return static_cast<bf16*>(ptr); }
+  // Uniform values in [-scale, scale) as bf16, from a hash of the index: never zeros.
+  void random(float scale, uint32_t seed);
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// `copies` buffers of `bytes` each, random bf16.
+std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float scale);
+inline int copies_for(size_t bytes) {
+  return static_cast<int>(std::max<size_t>(2, (kRotateBytes + bytes - 1) / bytes));
+}
+
+struct Timer {
+  cudaStream_t stream = nullptr;
+  int iters = 50;
+
+  // Median microseconds per launch of `launch(i)` for i in [0, launches), captured in a
+  // graph and replayed `iters` times.
+  double per_launch_us(const std::function<Status(int, cudaStream_t)>& launch, int launches) {
+    for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
+    check(cudaStreamSynchronize(stream), "warm-up");
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int i = 0; i < launches; ++i) check(launch(i, stream));
+    check(cudaStreamEndCapture(stream, &graph), "end capture");
+    cudaGraphExec_t exec = nullptr;
+    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    cudaEvent_t start, stop;
+    check(cudaEventCreate(&start), "event");
+    check(cudaEventCreate(&stop), "event");
+    check(cudaGraphLaunch(exec, stream), "graph warm-up");
+    std::vector<double> times;
+    for (int it = 0; it < iters; ++it) {
+      check(cudaEventRecord(start, stream), "record");
+      check(cudaGraphLaunch(exec, stream), "graph launch");
+      check(cudaEventRecord(stop, stream), "record");
+      check(cudaEventSynchronize(stop), "sync");
+      float ms = 0.0f;
+      check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+      times.push_back(1000.0 * ms / launches);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+
+  // Ours with PDL, ours without, as a pair.
+  std::pair<double, double> ours(const std::function<Status(int, cudaStream_t)>& launch,
+                                 int launches) {
+    set_programmatic_launch(true);
+    const double pdl = per_launch_us(launch, launches);
+    set_programmatic_launch(false);
+    const double plain = per_launch_us(launch, launches);
+    set_programmatic_launch(true);
+    return {pdl, plain};
+  }
+};
+
+struct Model {
+  const char* name;
+  int hidden, inter, vocab, q_heads, kv_heads, head_dim, layers;
+};
+
+class Report {
+ public:
+  explicit Report(double copy_gbs) : copy_gbs_(copy_gbs) {}
+  // A memory-bound row: bytes moved, our times (PDL, plain), the cuBLASLt time or 0.
+  void bandwidth(const std::string& model, const std::string& kernel, const std::string& shape,
+                 double bytes, std::pair<double, double> us, double lt_us) {
+    const double gbs = bytes / (us.first * 1e3);
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f | %.0f%% | %s | %s |",
+                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second, gbs,
+                  100.0 * gbs / copy_gbs_, lt_us > 0 ? fmt("%.2f", lt_us).c_str() : "-",
+                  lt_us > 0 ? fmt("%.2fx", lt_us / us.first).c_str() : "-");
+    add(line);
+  }
+  // A latency-bound row (a few KB moved): time only.
+  void latency(const std::string& model, const std::string& kernel, const std::string& shape,
+               std::pair<double, double> us) {
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | - | - | - | - |",
+                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second);
+    add(line);
+  }
+  // A compute-bound row: TFLOP/s instead of bandwidth.
+  void compute(const std::string& model, const std::string& kernel, const std::string& shape,
+               double flops, std::pair<double, double> us, const char* note) {
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f TFLOP/s | %s | - | - |",
+                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second,
+                  flops / (us.first * 1e6), note);
+    add(line);
+  }
+  void add(const std::string& line) {
+    rows_.push_back(line);
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  std::string table() const {
+    std::string out =
+        "| model | kernel | shape | ours µs (PDL) | ours µs (no PDL) | GB/s | % of copy | "
+        "cuBLASLt µs | cuBLASLt / ours |\n|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& row : rows_) out += row + "\n";
+    return out;
+  }
+
+ private:
+  static std::string fmt(const char* format, double value) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof(buffer), format, value);
+    return buffer;
+  }
+  double copy_gbs_;
+  std::vector<std::string> rows_;
+};
+
+// Rows of the optional geometry sweep (--sweep): one line per shape and choice.
+struct Sweep {
+  bool enabled = false;
+  double copy_gbs = 0;
+  std::vector<std::string> rows;
+  void add(const std::string& shape, const std::string& choice, double bytes, double us) {
+    char line[512];
+    const double gbs = bytes / (us * 1e3);
+    std::snprintf(line, sizeof(line), "| %s | %s | %.2f | %.0f | %.0f%% |", shape.c_str(),
+                  choice.c_str(), us, gbs, 100.0 * gbs / copy_gbs);
+    rows.push_back(line);
+    std::printf("sweep %s\n", line);
+    std::fflush(stdout);
+  }
+  std::string table() const {
+    std::string out = "| shape | choice | µs (PDL) | GB/s | % of copy |\n|---|---|---|---|---|\n";
+    for (const auto& row : rows) out += row + "\n";
+    return out;
+  }
+};
+// A whole decode step (every layer, then the final norm and LM head) at `context` cached
+// tokens, ours against the same step with cuBLASLt linear layers; decode_step_bench.cu.
+// With the sweep on, also the step under each decode_attention tuning and without
+// attention at all (its share of the step).
+void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
+                       const Model& m, int context);
+
+}  // namespace kvrt::engine::cuda::bench
