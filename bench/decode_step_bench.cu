@@ -213,17 +213,12 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   if (!sweep.enabled) return;
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);
-  const struct {
-    DependentLaunch next_launch;
-    int cluster_merge;
-    const char* choice;
-  } choices[] = {{DependentLaunch::kLate, 1, "attention: cluster merge, next launch late"},
-                 {DependentLaunch::kEarly, 1, "attention: cluster merge, next launch early"},
-                 {DependentLaunch::kLate, 0, "attention: global merge, next launch late"},
-                 {DependentLaunch::kEarly, 0, "attention: global merge, next launch early"}};
-  for (const auto& c : choices) {
-    set_decode_attention_tuning({c.next_launch, c.cluster_merge});
-    sweep.add(name, c.choice, step.bytes(),
+  for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
+    set_decode_attention_tuning({next});
+    sweep.add(name,
+              next == DependentLaunch::kEarly ? "attention: next launch early"
+                                              : "attention: next launch late",
+              step.bytes(),
               timer.per_launch_us([&](int, cudaStream_t s) { return step.ours(true, s); }, kSteps));
   }
   set_decode_attention_tuning(DecodeAttentionTuning{});

@@ -231,23 +231,14 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
         std::max(copies, 32));
   };
   if (g_sweep.enabled) {
-    struct Choice {
-      DependentLaunch next_launch;
-      int cluster_merge;
-      const char* name;
-    };
-    const Choice choices[] = {{DependentLaunch::kLate, 1, "cluster merge, next launch late"},
-                              {DependentLaunch::kEarly, 1, "cluster merge, next launch early"},
-                              {DependentLaunch::kLate, 0, "global merge, next launch late"},
-                              {DependentLaunch::kEarly, 0, "global merge, next launch early"}};
-    for (const Choice& choice : choices) {
-      set_decode_attention_tuning({choice.next_launch, choice.cluster_merge});
+    for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
+      set_decode_attention_tuning({next});
       for (int factor : {1, 2, 4, 8}) {
         const int split_count = std::max(1, *splits * factor / 2);
-        if (choice.cluster_merge == 1 && split_count > 16) continue;  // no such cluster
         char shape[128], name[96];
         std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
-        std::snprintf(name, sizeof(name), "%d splits, %s", split_count, choice.name);
+        std::snprintf(name, sizeof(name), "%d splits, next launch %s", split_count,
+                      next == DependentLaunch::kEarly ? "early" : "late");
         g_sweep.add(shape, name, bytes, measure(split_count).first);
       }
     }

@@ -1,7 +1,7 @@
 // Decode attention (one query per head, GQA, long cache): split-K flash-decoding in one
 // kernel.
 //
-//   grid (splits, kv_heads x head groups); block = 4 warps
+//   grid (splits, kv_heads x head groups); block = 8 warps (4 above head_dim 80)
 //   block: the <= 16 query heads of one kv head (the MMA's M; rows past the group are
 //          zero) against one slice of that head's cache, read once for the whole group
 //   slice: [split * chunk, min((split + 1) * chunk, len)), chunk = len / splits rounded
@@ -12,19 +12,12 @@
 //          caller says otherwise) the first kStages tiles of them are copied before the
 //          PDL wait, while the kernels ahead in the stream still run; only the query and
 //          the new row (this step's cache write) are read after it
-//   tile:  64 keys in shared memory, a ring of kStages tiles filled by cp.async; warp w
-//          takes keys 16w..16w+15 and keeps its own running softmax
-//   end:   the 4 warps and the new row merge in shared memory. With one split the block
-//          writes the output. Otherwise each block holds (max, sum, unnormalized output)
-//          per head and the splits merge, one of two ways:
-//          cluster: the head group's 2..16 blocks are one thread-block cluster; after a
-//            cluster barrier each block merges a share of the outputs, reading its peers'
-//            partials through distributed shared memory
-//          global:  the partials go to the workspace, each block counts itself done on a
-//            per-group counter, and the last block of the group merges every split (the
-//            counter wraps back to zero)
-#include <cooperative_groups.h>
-
+//   tile:  16 keys per warp in shared memory, a ring of kStages tiles filled by cp.async;
+//          warp w takes keys 16w..16w+15 and keeps its own running softmax
+//   end:   the warps and the new row merge in shared memory. With one split the block
+//          writes the output; otherwise it writes (max, sum, unnormalized output) per
+//          head and counts itself done on a per-group counter in the workspace, and the
+//          last block of the group merges every split (the counter wraps back to zero).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -38,10 +31,9 @@ namespace {
 
 using namespace detail;
 
-constexpr int kRows = 16;              // query heads per block
-constexpr int kChunkKeys = 16;         // slice granularity: one warp's keys of a tile
-constexpr int kMaxSplits = 512;        // the last block holds 2 floats per head and split
-constexpr int kMaxClusterSplits = 16;  // the largest (non-portable) cluster
+constexpr int kRows = 16;        // query heads per block
+constexpr int kChunkKeys = 16;   // slice granularity: one warp's keys of a tile
+constexpr int kMaxSplits = 512;  // the last block holds 2 floats per head and split
 
 // Per head_dim: warps per block (each takes 16 keys of a tile) and the tile ring's depth,
 // as deep as ~110 KiB of shared memory allows, so two blocks (of this launch and the
@@ -75,7 +67,6 @@ struct Params {
 };
 
 std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
-std::atomic<int> g_cluster_merge{-1};
 
 // [16 query rows][new K row][new V row][kStages K tiles][kStages V tiles], padded rows.
 template <int kDim>
@@ -100,8 +91,9 @@ __device__ __forceinline__ void copy_rows(bf16* dst, const bf16* src, int rows, 
   for (int i = threadIdx.x; i < pad_rows * kChunks; i += Geometry<kDim>::kThreads) {
     const int r = i / kChunks, c = i - r * kChunks;
     uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < rows)
+    if (r < rows) {
       value = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(r) * kDim + c * 8);
+    }
     *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
   }
 }
@@ -130,57 +122,15 @@ __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, cons
   if (j == 0) score[r] = sum * scale_log2;
 }
 
-// The cluster merge: this block's share of the head group's outputs, from every split's
-// (max, sum, output) partials in its peers' shared memory, read in one batch.
 template <int kDim>
-__device__ __forceinline__ void merge_cluster(const Params& p, float* part_o, float* part_m,
-                                              float* part_l, int head0, int heads) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every split's partials are in place
-  const int total = heads * kDim, share = ceil_div(total, p.splits);
-  const int end = min(total, (static_cast<int>(blockIdx.x) + 1) * share);
-  for (int i = blockIdx.x * share + threadIdx.x; i < end; i += Geometry<kDim>::kThreads) {
-    const int r = i / kDim;
-    float m[kMaxClusterSplits], l[kMaxClusterSplits], o[kMaxClusterSplits];
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      m[s] = -INFINITY;
-      l[s] = o[s] = 0.0f;
-      if (s < p.splits) {
-        m[s] = *cluster.map_shared_rank(part_m + r, s);
-        l[s] = *cluster.map_shared_rank(part_l + r, s);
-        o[s] = *cluster.map_shared_rank(part_o + i, s);
-      }
-    }
-    float head_max = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s)
-      head_max = l[s] > 0.0f ? fmaxf(head_max, m[s]) : head_max;
-    float sum = 0.0f, out = 0.0f;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      // Empty splits (sum 0) hold no output: select, so garbage never meets a zero weight.
-      const float w = l[s] > 0.0f ? exp2f(m[s] - head_max) : 0.0f;
-      sum += w * l[s];
-      out += l[s] > 0.0f ? w * o[s] : 0.0f;
-    }
-    p.out[static_cast<size_t>(head0) * kDim + i] = __float2bfloat16(sum > 0.0f ? out / sum : 0.0f);
-  }
-  cluster.sync();  // no block leaves while a peer may still read its shared memory
-}
-
-template <int kDim, bool kCluster>
 __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
     decode_attention_kernel(const Params p) {
   using G = Geometry<kDim>;
   constexpr int kWarps = G::kWarps, kThreads = G::kThreads, kTileKeys = G::kTileKeys;
   constexpr int kStride = kDim + 8, kStages = G::kStages;
   constexpr int kTileElems = kTileKeys * kStride;
-  // The merge's partials reuse the tile ring: the warps' outputs in the K tiles, the
-  // block's (cluster merge) in the V tiles.
+  // The warps' partials reuse the K tiles, their maxima and sums the query rows.
   static_assert(kWarps * kRows * kDim * sizeof(float) <= kStages * kTileElems * sizeof(bf16));
-  static_assert((kRows * kDim + 2 * kRows) * sizeof(float) <= kStages * kTileElems * sizeof(bf16));
   static_assert(2 * kWarps * kRows * sizeof(float) <= kRows * kStride * sizeof(bf16));
   extern __shared__ uint4 decode_smem[];
   bf16* qs = reinterpret_cast<bf16*>(decode_smem);  // [16][kStride]
@@ -224,10 +174,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
   float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kDim]
-  // The block's partials for the cluster merge, where nothing else lives by then.
-  float* cluster_o = reinterpret_cast<float*>(vs);  // [16][kDim]
-  float* cluster_m = cluster_o + kRows * kDim;      // [16]
-  float* cluster_l = cluster_m + kRows;             // [16]
   if (start < end) {
     copy_rows<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, kRows);
     if (has_new) {
@@ -310,12 +256,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
       }
       if (p.splits == 1) {
         p.out[static_cast<size_t>(head0 + r) * kDim + d] = __float2bfloat16(out / sum);
-      } else if (kCluster) {
-        cluster_o[r * kDim + d] = out;
-        if (d == 0) {
-          cluster_m[r] = block_max;
-          cluster_l[r] = sum;
-        }
       } else {
         const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
         p.part_o[slot * kDim + d] = out;
@@ -327,23 +267,14 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
       p.out[static_cast<size_t>(head0) * kDim + i] = __float2bfloat16(0.0f);
     }
   } else if (threadIdx.x < heads) {  // an empty slice (a short cache): weight zero
-    if (kCluster) {
-      cluster_m[threadIdx.x] = -INFINITY;
-      cluster_l[threadIdx.x] = 0.0f;
-    } else {
-      p.part_ml[static_cast<size_t>(head0 + threadIdx.x) * p.splits + split] =
-          make_float2(-INFINITY, 0.0f);
-    }
+    p.part_ml[static_cast<size_t>(head0 + threadIdx.x) * p.splits + split] =
+        make_float2(-INFINITY, 0.0f);
   }
   // Late: only now may the next kernel's blocks take SM slots (with several waves, blocks
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
   if (!p.early_dependents) pdl_launch_dependents();
   if (p.splits == 1) return;
-  if constexpr (kCluster) {
-    merge_cluster<kDim>(p, cluster_o, cluster_m, cluster_l, head0, heads);
-    return;
-  }
 
   // The last block of this head group to finish merges all splits.
   __threadfence();
@@ -436,21 +367,10 @@ template <int kDim>
 Status run(const DecodeAttention& op, const Params& p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<kDim>();
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
-  const int cluster_merge = g_cluster_merge.load();
-  if (p.splits >= 2 && p.splits <= kMaxClusterSplits && cluster_merge != 0) {
-    const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim, true>);
-    KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
-    KVRT_ASSIGN_OR_RETURN(bool fits, cluster_fits(key, p.splits, Geometry<kDim>::kThreads, smem));
-    if (fits) {
-      return launch_clusters(decode_attention_kernel<kDim, true>, grid,
-                             dim3(Geometry<kDim>::kThreads), smem, p.splits, stream,
-                             "decode_attention", p);
-    }
-  }
-  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim, false>);
+  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim>);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
-  return launch(decode_attention_kernel<kDim, false>, grid, dim3(Geometry<kDim>::kThreads), smem,
-                stream, "decode_attention", p);
+  return launch(decode_attention_kernel<kDim>, grid, dim3(Geometry<kDim>::kThreads), smem, stream,
+                "decode_attention", p);
 }
 
 }  // namespace
@@ -462,10 +382,9 @@ Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq) {
   }
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int blocks_per_split = kv_heads * ceil_div(q_heads / kv_heads, kRows);
-  // From the sweep in docs/kernels-sweep.md: 16 splits up to 16k keys (one cluster per
-  // head group; more splits cost more in the merge than they gain in parallelism),
-  // slices of at most ~1024 keys beyond, and at least a quarter of the multiprocessors
-  // busy whatever the head count.
+  // From the sweep in docs/kernels-sweep.md: 16 splits up to 16k keys (more cost more in
+  // the merge than they gain in parallelism), slices of at most ~1024 keys beyond, and at
+  // least a quarter of the multiprocessors busy whatever the head count.
   const int splits = std::max({16, ceil_div(sms, 4 * blocks_per_split), ceil_div(max_seq, 1024)});
   return std::clamp(std::min(splits, ceil_div(max_seq, kChunkKeys)), 1, kMaxSplits);
 }
@@ -484,7 +403,6 @@ size_t partials_offset(int q_heads, int splits) {
 
 void set_decode_attention_tuning(const DecodeAttentionTuning& tuning) {
   g_next_launch.store(tuning.next_launch);
-  g_cluster_merge.store(tuning.cluster_merge);
 }
 
 size_t decode_attention_counter_bytes(int q_heads) {

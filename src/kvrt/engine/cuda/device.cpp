@@ -118,38 +118,5 @@ Result<int> resident_blocks(const void* kernel, int threads, size_t smem) {
   return blocks;
 }
 
-Result<bool> cluster_fits(const void* kernel, int cluster_x, int threads, size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int, size_t, int>, bool> cache;
-  KVRT_ASSIGN_OR_RETURN(int device, current_device());
-  std::lock_guard<std::mutex> lock(mutex);
-  auto key = std::make_tuple(kernel, cluster_x, threads, smem, device);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cluster_x > 8) {
-    KVRT_RETURN_IF_ERROR(
-        cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-                   "cudaFuncSetAttribute(NonPortableClusterSizeAllowed)"));
-  }
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster_x);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(cluster_x));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  int clusters = 0;
-  // An error here (a size the device refuses) means "does not fit", not a failure.
-  const bool fits =
-      cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
-  cudaGetLastError();  // clear a refusal so it does not surface at the next launch
-  cache[key] = fits;
-  return fits;
-}
-
 }  // namespace detail
 }  // namespace kvrt::engine::cuda

@@ -92,26 +92,4 @@ Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cud
   return cuda_check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
 }
 
-// launch() for a grid of thread-block clusters of `cluster_x` blocks along x (gridDim.x
-// a multiple of it); see cluster_fits().
-template <typename... Params, typename... Args>
-Status launch_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, int cluster_x,
-                       cudaStream_t stream, std::string_view name, Args&&... args) {
-  cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster_x);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = programmatic_launch() && stream != nullptr ? 2 : 1;
-  return cuda_check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
-}
-
 }  // namespace kvrt::engine::cuda::detail

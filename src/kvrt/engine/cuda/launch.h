@@ -20,11 +20,6 @@ Status allow_shared_memory(const void* kernel, size_t bytes, std::string_view na
 // multiprocessor at once (cached per kernel, size and device); at least 1.
 Result<int> resident_blocks(const void* kernel, int threads, size_t smem);
 
-// Whether a grid of `cluster_x`-block clusters (along x) of this kernel can run: at least
-// one such cluster fits on the device (cached per kernel, shape and device). Allows
-// cluster sizes above the portable 8 on the kernel first.
-Result<bool> cluster_fits(const void* kernel, int cluster_x, int threads, size_t smem);
-
 inline bool is_aligned(const void* ptr, size_t alignment) {
   return reinterpret_cast<uintptr_t>(ptr) % alignment == 0;
 }

@@ -29,19 +29,15 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 // concurrent launches: for benchmarks and tests.
 void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
 
-// decode_attention's choices. next_launch: where the next kernel of the stream may
-// launch, kEarly once the blocks have issued their cache prefetch, kLate once they have
-// streamed their slice. cluster_merge: 1 merges the splits of a head group through
-// distributed shared memory, the group's blocks launched as one thread-block cluster
-// (2..16 splits, when such a cluster fits on the device); 0 through global memory and
-// a completion counter; -1 the library's choice.
+// decode_attention's choice of where the next kernel of the stream may launch: kEarly
+// once its blocks have issued their cache prefetch, kLate once they have streamed their
+// slice.
 enum class DependentLaunch { kDefault, kEarly, kLate };
 struct DecodeAttentionTuning {
   DependentLaunch next_launch = DependentLaunch::kDefault;
-  int cluster_merge = -1;
 };
-// For every later launch; a default-constructed value restores the library's choices.
-// For benchmarks and tests.
+// For every later launch; a default-constructed value restores the library's choice. For
+// benchmarks and tests.
 void set_decode_attention_tuning(const DecodeAttentionTuning& tuning);
 
 }  // namespace kvrt::engine::cuda

@@ -12,7 +12,6 @@
 
 #include "kvrt/engine/cuda/test/reference.h"
 #include "kvrt/engine/cuda/test/test_util.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -32,10 +31,8 @@ struct DecodeCase {
 // Runs decode steps at positions length - 1, then (when `calls` > 1) shorter ones, all
 // on one workspace, and checks each against the reference. The output is poisoned
 // before every call, so a completion counter not returned to zero (the merge never
-// runs, or runs early) shows as NaN. `workspace_after` receives the workspace as the
-// last call left it.
-void check_decode(const DecodeCase& c, int calls = 1,
-                  std::vector<float>* workspace_after = nullptr) {
+// runs, or runs early) shows as NaN.
+void check_decode(const DecodeCase& c, int calls = 1) {
   const int kv_heads = 2, q_heads = kv_heads * c.group, dim = c.head_dim;
   const int max_seq = c.length + 100;
   std::mt19937 rng(static_cast<uint32_t>(dim * 1000 + c.group * 10 + c.length));
@@ -89,57 +86,19 @@ void check_decode(const DecodeCase& c, int calls = 1,
     EXPECT_TRUE(testing::all_close(to_float(d_out.download()), ref, {1.0 / 256, 1.0 / 256, 1e-2}))
         << "splits = " << splits << ", call " << call << ", length " << length;
   }
-  if (workspace_after != nullptr) *workspace_after = d_workspace.download();
 }
-
-// Selects how the splits merge for one test and restores the library's choice after it.
-class MergeChoice {
- public:
-  explicit MergeChoice(int cluster_merge) {
-    DecodeAttentionTuning tuning;
-    tuning.cluster_merge = cluster_merge;
-    set_decode_attention_tuning(tuning);
-  }
-  ~MergeChoice() { set_decode_attention_tuning(DecodeAttentionTuning{}); }
-};
 
 TEST(DecodeAttentionWorkspace, CountersReturnToZeroBetweenCalls) {
   KVRT_REQUIRE_CUDA_DEVICE();
-  MergeChoice global(0);
   check_decode({64, 8, 4096, 0}, 4);
   check_decode({128, 4, 1000, 7}, 3);
-}
-
-// The cluster merge keeps the partials in shared memory: the workspace's partials stay
-// as poisoned as they started (so the cluster path did run), while the global merge
-// writes them.
-TEST(DecodeAttentionWorkspace, ClusterMergeLeavesThePartialsUntouched) {
-  KVRT_REQUIRE_CUDA_DEVICE();
-  const size_t counters = decode_attention_counter_bytes(16) / sizeof(float);
-  for (int cluster : {1, 0}) {
-    MergeChoice choice(cluster);
-    std::vector<float> workspace;
-    check_decode({64, 8, 4096, 16}, 2, &workspace);
-    ASSERT_GT(workspace.size(), counters);
-    const auto written = std::count_if(workspace.begin() + static_cast<std::ptrdiff_t>(counters),
-                                       workspace.end(), [](float x) { return !std::isnan(x); });
-    if (cluster == 1) {
-      EXPECT_EQ(written, 0) << "the cluster merge wrote partials to the workspace";
-    } else {
-      EXPECT_GT(written, 0) << "the global merge wrote no partials";
-    }
-  }
 }
 
 class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(DecodeAttentionTest, MatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
-  for (int cluster : {1, 0}) {
-    SCOPED_TRACE(cluster == 1 ? "cluster merge" : "global merge");
-    MergeChoice choice(cluster);
-    check_decode(GetParam());
-  }
+  check_decode(GetParam());
 }
 
 std::vector<DecodeCase> decode_cases() {
