@@ -5,8 +5,9 @@
 # test binary side by side (they share the GPU; their time goes mostly to the CPU
 # references), the benchmark again to show the spread between runs, and the kernels'
 # SASS and resource usage for reading offline. Everything lands in $OUT.
-# SWEEP=1 makes the first benchmark also time every decode_linear geometry and several
-# decode_attention split counts (kernels_bench --sweep).
+# SWEEP=1 makes the first benchmark also time every decode_linear geometry, several
+# decode_attention split counts and launch points, and the decode step's variants
+# (kernels_bench --sweep).
 #   OUT=DIR [SWEEP=1] bench/run_on_gpu.sh [DIST]
 set -uo pipefail
 dist=${1:-gpu-dist/kernels}
