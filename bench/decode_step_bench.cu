@@ -1,10 +1,10 @@
 // One whole decode step (embedding, every layer, final norm and LM head) built from the
 // kernel library, captured in a graph: the kernels in the company they keep in a real
-// step, where each one's start overlaps its predecessor's end. Timed three ways in one
-// run: ours with PDL, ours with decode_attention reading all of its cache after the PDL
-// wait (prefetch_history off), and a peer step whose linear layers are cuBLASLt GEMMs
-// with separate RMSNorm and SwiGLU kernels (attention and rope are ours in both). The
-// argmax is left out of all three (it has its own row).
+// step, where each one's start overlaps its predecessor's end. Timed in one run: ours
+// with PDL (rope fused into decode_attention), ours with rope_kv_write as its own kernel,
+// ours with decode_attention reading all of its cache after the PDL wait, and a peer
+// step whose linear layers are cuBLASLt GEMMs with separate RMSNorm and SwiGLU kernels
+// (attention ours in both). The argmax is left out (it has its own row).
 #include "bench_common.h"
 #include "kvrt/engine/cuda/tuning.h"
 
@@ -34,6 +34,14 @@ struct Layer {
   }
   size_t weight_bytes() const { return qkv.bytes + o.bytes + gate_up.bytes + down.bytes; }
   Buffer attn_norm, mlp_norm, qkv, o, gate_up, down, k_cache, v_cache;
+};
+
+// How a step runs its attention.
+struct Variant {
+  bool fused_rope = true;        // rope and the cache write inside decode_attention
+  bool prefetch_history = true;  // DecodeAttention::prefetch_history
+  bool attention = true;         // false: no rope, no attention (their share)
+  int splits = 0;                // 0: decode_attention_splits()
 };
 
 struct Step {
@@ -69,8 +77,8 @@ struct Step {
     auto chosen = decode_attention_splits(m.q_heads, m.kv_heads, context);
     check(chosen.status());
     splits = *chosen;
-    workspace =
-        std::make_unique<Buffer>(decode_attention_workspace_bytes(m.q_heads, m.head_dim, splits));
+    workspace = std::make_unique<Buffer>(  // room for the sweep's split counts
+        decode_attention_workspace_bytes(m.q_heads, m.head_dim, 2 * splits));
     check(cudaMemset(workspace->ptr, 0, workspace->bytes), "workspace");
   }
 
@@ -83,7 +91,25 @@ struct Step {
     return total;
   }
 
-  Status rope_and_attention(const Layer& layer, bool prefetch_history, cudaStream_t s) {
+  Status rope_and_attention(const Layer& layer, const Variant& v, cudaStream_t s) {
+    DecodeAttention op;
+    op.q = qkv.bf();
+    op.k_cache = layer.k_cache.bf();
+    op.v_cache = layer.v_cache.bf();
+    op.position = static_cast<const int32_t*>(position.ptr);
+    op.out = attn.bf();
+    op.q_heads = m.q_heads;
+    op.kv_heads = m.kv_heads;
+    op.head_dim = m.head_dim;
+    op.max_seq = context;
+    op.splits = v.splits > 0 ? v.splits : splits;
+    op.workspace = static_cast<float*>(workspace->ptr);
+    op.workspace_bytes = workspace->bytes;
+    op.prefetch_history = v.prefetch_history;
+    if (v.fused_rope) {
+      op.rope_inv_freq = static_cast<const float*>(inv_freq->ptr);
+      return decode_attention(op, s);
+    }
     RopeKvWrite rope;
     rope.qkv = qkv.bf();
     rope.positions = static_cast<const int32_t*>(position.ptr);
@@ -95,33 +121,18 @@ struct Step {
     rope.v_cache = layer.v_cache.bf();
     rope.max_seq = context;
     KVRT_RETURN_IF_ERROR(rope_kv_write(rope, s));
-    DecodeAttention op;
-    op.q = qkv.bf();
-    op.k_cache = layer.k_cache.bf();
-    op.v_cache = layer.v_cache.bf();
-    op.position = static_cast<const int32_t*>(position.ptr);
-    op.out = attn.bf();
-    op.q_heads = m.q_heads;
-    op.kv_heads = m.kv_heads;
-    op.head_dim = m.head_dim;
-    op.max_seq = context;
-    op.splits = splits;
-    op.workspace = static_cast<float*>(workspace->ptr);
-    op.workspace_bytes = workspace->bytes;
-    op.prefetch_history = prefetch_history;
     return decode_attention(op, s);
   }
 
-  // Ours: the fused decode_linear kernels; `attention` false leaves out rope and
-  // attention (a measurement of their share, not a model).
-  Status ours(bool prefetch_history, cudaStream_t s, bool attention = true) {
+  // Ours: the fused decode_linear kernels, attention as `v` says.
+  Status ours(const Variant& v, cudaStream_t s) {
     KVRT_RETURN_IF_ERROR(embedding_gather(embed.bf(), m.vocab, m.hidden,
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
       KVRT_RETURN_IF_ERROR(
           linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
-      if (attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, prefetch_history, s));
+      if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
       KVRT_RETURN_IF_ERROR(
           linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
       KVRT_RETURN_IF_ERROR(
@@ -163,7 +174,7 @@ struct Step {
           rmsnorm(h.bf(), layer->attn_norm.bf(), normed.bf(), 1, m.hidden, kEps, s));
       KVRT_RETURN_IF_ERROR(
           lt.run(layer->qkv.bf(), normed.bf(), 1, qkv_rows, m.hidden, nullptr, qkv.bf(), s));
-      KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, true, s));
+      KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, Variant{}, s));
       KVRT_RETURN_IF_ERROR(
           lt.run(layer->o.bf(), attn.bf(), 1, m.hidden, m.q_heads * m.head_dim, h.bf(), h.bf(), s));
       KVRT_RETURN_IF_ERROR(
@@ -195,21 +206,29 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
                        const Model& m, int context) {
   Step step(m, context);
   constexpr int kSteps = 2;  // per graph: the model is far past L2 already
-  const auto ours = timer.ours([&](int, cudaStream_t s) { return step.ours(true, s); }, kSteps);
-  const double late_history =
-      timer.per_launch_us([&](int, cudaStream_t s) { return step.ours(false, s); }, kSteps);
+  auto time = [&](const Variant& v) {
+    return timer.per_launch_us([&](int, cudaStream_t s) { return step.ours(v, s); }, kSteps);
+  };
+  const auto ours =
+      timer.ours([&](int, cudaStream_t s) { return step.ours(Variant{}, s); }, kSteps);
+  Variant separate_rope, late_history;
+  separate_rope.fused_rope = false;
+  late_history.prefetch_history = false;
+  const double separate_rope_us = time(separate_rope);
+  const double late_history_us = time(late_history);
   set_programmatic_launch(false);
   const double peer =
       timer.per_launch_us([&](int, cudaStream_t s) { return step.peer(lt, s); }, kSteps);
   set_programmatic_launch(true);
-  char shape[160];
-  std::snprintf(shape, sizeof(shape), "%d layers, cache %d: %.0f tokens/s", m.layers, context,
-                1e6 / ours.first);
-  report.bandwidth(m.name, "decode step (embedding to logits)", shape, step.bytes(), ours, peer);
-  std::snprintf(shape, sizeof(shape), "%d layers, cache %d: %.0f tokens/s", m.layers, context,
-                1e6 / late_history);
-  report.bandwidth(m.name, "decode step, attention history read after the PDL wait", shape,
-                   step.bytes(), {late_history, ours.second}, peer);
+  auto row = [&](const char* kernel, std::pair<double, double> us) {
+    char shape[160];
+    std::snprintf(shape, sizeof(shape), "%d layers, cache %d: %.0f tokens/s", m.layers, context,
+                  1e6 / us.first);
+    report.bandwidth(m.name, kernel, shape, step.bytes(), us, peer);
+  };
+  row("decode step (embedding to logits)", ours);
+  row("decode step, rope as its own kernel", {separate_rope_us, ours.second});
+  row("decode step, attention history read after the PDL wait", {late_history_us, ours.second});
   if (!sweep.enabled) return;
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);
@@ -218,13 +237,19 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     sweep.add(name,
               next == DependentLaunch::kEarly ? "attention: next launch early"
                                               : "attention: next launch late",
-              step.bytes(),
-              timer.per_launch_us([&](int, cudaStream_t s) { return step.ours(true, s); }, kSteps));
+              step.bytes(), time(Variant{}));
   }
   set_decode_attention_tuning(DecodeAttentionTuning{});
-  sweep.add(
-      name, "without rope and attention (bytes as with)", step.bytes(),
-      timer.per_launch_us([&](int, cudaStream_t s) { return step.ours(true, s, false); }, kSteps));
+  for (int factor : {1, 4}) {
+    Variant v;
+    v.splits = std::max(1, step.splits * factor / 2);
+    char choice[64];
+    std::snprintf(choice, sizeof(choice), "attention: %d splits", v.splits);
+    sweep.add(name, choice, step.bytes(), time(v));
+  }
+  Variant none;
+  none.attention = false;
+  sweep.add(name, "without rope and attention (bytes as with)", step.bytes(), time(none));
 }
 
 }  // namespace kvrt::engine::cuda::bench

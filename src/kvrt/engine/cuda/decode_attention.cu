@@ -14,6 +14,9 @@
 //          the new row (this step's cache write) are read after it
 //   tile:  16 keys per warp in shared memory, a ring of kStages tiles filled by cp.async;
 //          warp w takes keys 16w..16w+15 and keeps its own running softmax
+//   rope:  optionally fused (rope_inv_freq set): q and the new k arrive unrotated in the
+//          fused qkv row; the block rotates them in shared memory and the block that
+//          holds the position writes the new K/V row to the cache, as rope_kv_write would
 //   end:   the warps and the new row merge in shared memory. With one split the block
 //          writes the output; otherwise it writes (max, sum, unnormalized output) per
 //          head and counts itself done on a per-group counter in the workspace, and the
@@ -24,6 +27,7 @@
 
 #include "kvrt/engine/cuda/attention_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
+#include "kvrt/engine/cuda/rope_common.cuh"
 #include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
@@ -49,9 +53,9 @@ struct Geometry {
 };
 
 struct Params {
-  const bf16* q;  // [q_heads, dim]
-  const bf16* k;  // [kv_heads, max_seq, dim]
-  const bf16* v;
+  const bf16* q;  // [q_heads, dim], or the fused qkv row with rope
+  bf16* k;        // [kv_heads, max_seq, dim]
+  bf16* v;
   const int32_t* position;  // [1]
   bf16* out;                // [q_heads, dim]
   unsigned* counters;       // [kv_heads x head groups]: blocks done, wraps to 0
@@ -62,6 +66,9 @@ struct Params {
   int max_seq;
   int splits;
   float scale_log2;
+  const float* rope_inv_freq;  // null: q and the new row are rotated and written already
+  float rope_scaling;
+  int q_heads, kv_heads;
   bool prefetch_history;  // read position and rows < position before the PDL wait
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
 };
@@ -122,6 +129,33 @@ __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, cons
   if (j == 0) score[r] = sum * scale_log2;
 }
 
+// Fused rope: rotates the block's query rows (and the new k row) in shared memory with the
+// angles in `cs`, then, when `write_row`, stores the new K/V row into the cache (once per
+// kv head: the first head group's block that holds the position).
+template <int kDim>
+__device__ __forceinline__ void rotate_and_write_row(const Params& p, bf16* qs, bf16* k_new,
+                                                     const bf16* v_new, const float* cs, int heads,
+                                                     bool write_row, bool has_new, bf16* k_row,
+                                                     bf16* v_row) {
+  constexpr int kStride = kDim + 8, kHalf = kDim / 2, kChunks = kDim / 8;
+  const int rows = heads + (has_new ? 1 : 0);
+  for (int i = threadIdx.x; i < rows * kHalf; i += Geometry<kDim>::kThreads) {
+    const int r = i / kHalf, j = i - r * kHalf;
+    bf16* row = r < heads ? qs + r * kStride : k_new;
+    rope_rotate(__bfloat162float(row[j]), __bfloat162float(row[j + kHalf]), cs[j], cs[kHalf + j],
+                &row[j], &row[j + kHalf]);
+  }
+  __syncthreads();
+  if (write_row) {
+    for (int i = threadIdx.x; i < 2 * kChunks; i += Geometry<kDim>::kThreads) {
+      const int c = i % kChunks;
+      const bf16* src = i < kChunks ? k_new : v_new;
+      bf16* dst = i < kChunks ? k_row : v_row;
+      *reinterpret_cast<uint4*>(dst + c * 8) = *reinterpret_cast<const uint4*>(src + c * 8);
+    }
+  }
+}
+
 template <int kDim>
 __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
     decode_attention_kernel(const Params p) {
@@ -139,6 +173,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
   bf16* ks = v_new + kStride;                       // [kStages][kTileKeys][kStride]
   bf16* vs = ks + kStages * kTileElems;             // [kStages][kTileKeys][kStride]
   __shared__ float new_score[kRows];
+  __shared__ float rope_cs[kDim];  // cos [0, kDim/2), sin [kDim/2, kDim)
   __shared__ bool last_block;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -148,8 +183,8 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
   const int first = (blockIdx.y % p.head_groups) * kRows;  // within the group
   const int head0 = kv_head * p.group + first;
   const int heads = min(kRows, p.group - first);
-  const bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
-  const bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
+  bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
+  bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
 
   if (!p.prefetch_history) pdl_wait();
   const int pos = *p.position;
@@ -168,6 +203,13 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
     }
     cp_async_commit();
   }
+  // The angles need only the position: their sincosf runs before the wait too.
+  const bool rotate = p.rope_inv_freq != nullptr && pos >= 0 && pos < p.max_seq;
+  if (rotate) {
+    for (int j = threadIdx.x; j < kDim / 2; j += kThreads) {
+      rope_angle(pos, p.rope_inv_freq[j], p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
+    }
+  }
   if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
 
@@ -177,10 +219,20 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
   if (start < end) {
     copy_rows<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, kRows);
     if (has_new) {
-      copy_rows<kDim>(k_new, k_head + static_cast<size_t>(pos) * kDim, 1, 1);
-      copy_rows<kDim>(v_new, v_head + static_cast<size_t>(pos) * kDim, 1, 1);
+      // With rope the new row is still in the qkv row (k heads after the q heads, then v).
+      const bf16* k_src = rotate ? p.q + static_cast<size_t>(p.q_heads + kv_head) * kDim
+                                 : k_head + static_cast<size_t>(pos) * kDim;
+      const bf16* v_src = rotate
+                              ? p.q + static_cast<size_t>(p.q_heads + p.kv_heads + kv_head) * kDim
+                              : v_head + static_cast<size_t>(pos) * kDim;
+      copy_rows<kDim>(k_new, k_src, 1, 1);
+      copy_rows<kDim>(v_new, v_src, 1, 1);
     }
     __syncthreads();
+    if (rotate)
+      rotate_and_write_row<kDim>(p, qs, k_new, v_new, rope_cs, heads, has_new && first == 0,
+                                 has_new, k_head + static_cast<size_t>(pos) * kDim,
+                                 v_head + static_cast<size_t>(pos) * kDim);
     if (has_new) score_new_row<kDim>(new_score, qs, k_new, p.scale_log2);
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
@@ -458,6 +510,10 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.splits = op.splits;
   p.scale_log2 = attention_scale_log2(op.scale, op.head_dim);
   p.prefetch_history = op.prefetch_history;
+  p.rope_inv_freq = op.rope_inv_freq;
+  p.rope_scaling = op.rope_attention_scaling;
+  p.q_heads = op.q_heads;
+  p.kv_heads = op.kv_heads;
   p.early_dependents = g_next_launch.load() == DependentLaunch::kEarly;
   switch (op.head_dim) {
     case 64:

@@ -189,9 +189,9 @@ Status rope_kv_write(const RopeKvWrite& op, cudaStream_t stream);
 // zero again. The rest needs no initialization. Calls sharing a workspace must not run
 // concurrently.
 struct DecodeAttention {
-  const bf16* q = nullptr;            // [q_heads, head_dim]
-  const bf16* k_cache = nullptr;      // [kv_heads, max_seq, head_dim]
-  const bf16* v_cache = nullptr;      // [kv_heads, max_seq, head_dim]
+  const bf16* q = nullptr;            // [q_heads, head_dim]; with rope: the fused qkv row
+  bf16* k_cache = nullptr;            // [kv_heads, max_seq, head_dim]
+  bf16* v_cache = nullptr;            // [kv_heads, max_seq, head_dim]
   const int32_t* position = nullptr;  // [1], device: the query's position
   bf16* out = nullptr;                // [q_heads, head_dim]
   int q_heads = 0;
@@ -203,6 +203,13 @@ struct DecodeAttention {
   float* workspace = nullptr;  // decode_attention_workspace_bytes()
   size_t workspace_bytes = 0;
   bool prefetch_history = true;  // see above
+  // Rotary embedding and the cache write fused in (replaces rope_kv_write for a decode
+  // token): q points at the unrotated [q_heads + 2·kv_heads, head_dim] qkv row; q and the
+  // new k are rotated on the fly (same bits as rope_kv_write), the new K/V row is
+  // written to the cache at the position, and qkv is left as it was. Null: q is rotated
+  // and the row written already.
+  const float* rope_inv_freq = nullptr;  // [head_dim/2], rope_inv_freq()
+  float rope_attention_scaling = 1.0f;
 };
 // A split count measured to suit the device: ~16, slices of at most ~1024 keys of
 // max_seq, at least half the multiprocessors busy; <= 512.

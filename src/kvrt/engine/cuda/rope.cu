@@ -4,7 +4,7 @@
 //   k heads: rotated and written to k_cache[kv_head, p, :]
 //   v heads: copied to v_cache[kv_head, p, :]
 // HF's rotate_half convention: the pair (j, j + head_dim/2) turns by p * inv_freq[j].
-#include "kvrt/engine/cuda/device_common.cuh"
+#include "kvrt/engine/cuda/rope_common.cuh"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -26,13 +26,11 @@ __global__ void __launch_bounds__(kThreads) rope_kv_write_kernel(const RopeKvWri
       (static_cast<size_t>(head - op.q_heads) * op.max_seq + pos) * static_cast<size_t>(dim);
   bf16* dst = head < op.q_heads ? row + head * dim : op.k_cache + cache_row;
   for (int j = threadIdx.x; j < half; j += kThreads) {
-    float sin_v, cos_v;
-    sincosf(static_cast<float>(pos) * op.inv_freq[j], &sin_v, &cos_v);
-    cos_v *= op.attention_scaling;
-    sin_v *= op.attention_scaling;
-    const float x1 = __bfloat162float(src[j]), x2 = __bfloat162float(src[j + half]);
-    const bf16 out1 = __float2bfloat16(x1 * cos_v - x2 * sin_v);
-    const bf16 out2 = __float2bfloat16(x2 * cos_v + x1 * sin_v);
+    float cos_v, sin_v;
+    rope_angle(pos, op.inv_freq[j], op.attention_scaling, &cos_v, &sin_v);
+    bf16 out1, out2;
+    rope_rotate(__bfloat162float(src[j]), __bfloat162float(src[j + half]), cos_v, sin_v, &out1,
+                &out2);
     dst[j] = out1;  // both read before either is written: q may rotate in place
     dst[j + half] = out2;
   }

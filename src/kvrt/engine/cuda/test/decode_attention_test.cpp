@@ -136,12 +136,110 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest, ::testing::ValuesIn(decode
                                c.prefetch_history ? "" : "_no_prefetch");
                          });
 
+// Rope fused into decode_attention must give the bits of rope_kv_write followed by
+// decode_attention: the same output, the same cache (the new row written once per kv
+// head, even with two head groups per kv head), and the qkv row left unrotated. Both
+// halves are checked against the CPU reference by their own tests.
+struct FusedRopeCase {
+  int head_dim, group, length;
+};
+
+class DecodeAttentionFusedRope : public ::testing::TestWithParam<FusedRopeCase> {};
+
+TEST_P(DecodeAttentionFusedRope, MatchesRopeKvWriteThenAttention) {
+  KVRT_REQUIRE_CUDA_DEVICE();
+  const FusedRopeCase c = GetParam();
+  const int kv_heads = 2, q_heads = kv_heads * c.group, dim = c.head_dim;
+  const int max_seq = c.length + 40, pos = c.length - 1;
+  std::mt19937 rng(static_cast<uint32_t>(7 * dim + c.group + c.length));
+  const auto qkv = random_bf16(static_cast<size_t>(q_heads + 2 * kv_heads) * dim, -2.0f, 2.0f, rng);
+  auto k = random_bf16(static_cast<size_t>(kv_heads) * max_seq * dim, -2.0f, 2.0f, rng);
+  auto v = random_bf16(k.size(), -1.0f, 1.0f, rng);
+  for (int h = 0; h < kv_heads; ++h) {  // the position's row and beyond: NaN until written
+    for (size_t i = (static_cast<size_t>(h) * max_seq + pos) * dim;
+         i < static_cast<size_t>(h + 1) * max_seq * dim; ++i) {
+      k[i] = v[i] = 0x7fc0;
+    }
+  }
+  auto table = rope_inv_freq(dim, 500000.0f, RopeScaling{RopeType::kLlama3});
+  KVRT_ASSERT_OK(table.status());
+  DeviceBuffer<float> inv_freq(*table);
+  DeviceBuffer<int32_t> d_pos(std::vector<int32_t>{pos});
+  auto splits = decode_attention_splits(q_heads, kv_heads, max_seq);
+  KVRT_ASSERT_OK(splits.status());
+  const size_t workspace_bytes = decode_attention_workspace_bytes(q_heads, dim, *splits);
+
+  struct Run {
+    explicit Run(const std::vector<uint16_t>& qkv, const std::vector<uint16_t>& k,
+                 const std::vector<uint16_t>& v, size_t out, size_t workspace)
+        : qkv(qkv), k(k), v(v), out(out), workspace(workspace / sizeof(float)) {
+      this->workspace.zero();
+    }
+    DeviceBuffer<uint16_t> qkv, k, v, out;
+    DeviceBuffer<float> workspace;
+  };
+  Run separate(qkv, k, v, static_cast<size_t>(q_heads) * dim, workspace_bytes);
+  Run fused(qkv, k, v, static_cast<size_t>(q_heads) * dim, workspace_bytes);
+  auto attention_op = [&](Run& run) {
+    DecodeAttention op;
+    op.q = run.qkv.as_bf16();
+    op.k_cache = run.k.as_bf16();
+    op.v_cache = run.v.as_bf16();
+    op.position = d_pos.get();
+    op.out = run.out.as_bf16();
+    op.q_heads = q_heads;
+    op.kv_heads = kv_heads;
+    op.head_dim = dim;
+    op.max_seq = max_seq;
+    op.splits = *splits;
+    op.workspace = run.workspace.get();
+    op.workspace_bytes = workspace_bytes;
+    return op;
+  };
+
+  RopeKvWrite rope;
+  rope.qkv = separate.qkv.as_bf16();
+  rope.positions = d_pos.get();
+  rope.inv_freq = inv_freq.get();
+  rope.q_heads = q_heads;
+  rope.kv_heads = kv_heads;
+  rope.head_dim = dim;
+  rope.k_cache = separate.k.as_bf16();
+  rope.v_cache = separate.v.as_bf16();
+  rope.max_seq = max_seq;
+  KVRT_ASSERT_OK(rope_kv_write(rope, nullptr));
+  KVRT_ASSERT_OK(decode_attention(attention_op(separate), nullptr));
+
+  DecodeAttention op = attention_op(fused);
+  op.rope_inv_freq = inv_freq.get();
+  KVRT_ASSERT_OK(decode_attention(op, nullptr));
+  testing::sync_device();
+
+  EXPECT_TRUE(fused.out.download() == separate.out.download()) << "attention output differs";
+  EXPECT_TRUE(fused.k.download() == separate.k.download()) << "K cache differs";
+  EXPECT_TRUE(fused.v.download() == separate.v.download()) << "V cache differs";
+  EXPECT_TRUE(fused.qkv.download() == qkv) << "the qkv row was modified";
+  const auto out = to_float(fused.out.download());
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionFusedRope,
+                         ::testing::Values(FusedRopeCase{64, 8, 4096}, FusedRopeCase{64, 32, 300},
+                                           FusedRopeCase{128, 4, 1}, FusedRopeCase{80, 1, 257},
+                                           FusedRopeCase{96, 4, 1000}),
+                         [](const ::testing::TestParamInfo<FusedRopeCase>& info) {
+                           const FusedRopeCase& c = info.param;
+                           return testing::param_name("d", c.head_dim, "_g", c.group, "_len",
+                                                      c.length);
+                         });
+
 // Argument checks happen before any device work, so they run without a GPU too. A
 // valid-looking op over host memory, for each test to break one way.
 DecodeAttention host_op() {
   alignas(16) static uint16_t host[64];
   DecodeAttention op;
-  op.q = op.k_cache = op.v_cache = reinterpret_cast<const bf16*>(host);
+  op.q = reinterpret_cast<const bf16*>(host);
+  op.k_cache = op.v_cache = reinterpret_cast<bf16*>(host);
   op.out = reinterpret_cast<bf16*>(host);
   op.position = reinterpret_cast<const int32_t*>(host);
   op.workspace = reinterpret_cast<float*>(host);

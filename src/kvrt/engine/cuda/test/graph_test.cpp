@@ -4,9 +4,10 @@
 // with the argmax writing the next token id where the embedding reads it and only the
 // position written by the host between replays. It must match the same steps run
 // eagerly launch by launch, bit for bit, with programmatic dependent launch on for the
-// graph and off for the eager run. The graph runs once with decode_attention letting the
-// next kernel launch early and once late: its cache prefetch ahead of the PDL wait must
-// see the same data either way.
+// graph and off for the eager run. The graph runs with decode_attention letting the next
+// kernel launch early and late (its cache prefetch ahead of the PDL wait must see the
+// same data either way), and with rope fused into decode_attention or as rope_kv_write
+// (the eager run always uses rope_kv_write: the fused rope must give the same bits).
 #include <cmath>
 
 #include "kvrt/engine/cuda/test/test_util.h"
@@ -63,7 +64,9 @@ struct Session {
   int splits;
 };
 
-Status decode_step(const Weights& w, Session& s, const float* inv_freq, cudaStream_t stream) {
+// With `fused_rope`, decode_attention rotates and writes the cache row itself.
+Status decode_step(const Weights& w, Session& s, const float* inv_freq, bool fused_rope,
+                   cudaStream_t stream) {
   KVRT_RETURN_IF_ERROR(embedding_gather(w.embed.as_bf16(), kVocab, kHidden, s.token.get(), 1,
                                         s.h.as_bf16(), stream));
   DecodeLinear qkv;
@@ -85,7 +88,7 @@ Status decode_step(const Weights& w, Session& s, const float* inv_freq, cudaStre
   rope.k_cache = s.k_cache.as_bf16();
   rope.v_cache = s.v_cache.as_bf16();
   rope.max_seq = kMaxSeq;
-  KVRT_RETURN_IF_ERROR(rope_kv_write(rope, stream));
+  if (!fused_rope) KVRT_RETURN_IF_ERROR(rope_kv_write(rope, stream));
 
   DecodeAttention attention;
   attention.q = s.qkv.as_bf16();
@@ -100,6 +103,7 @@ Status decode_step(const Weights& w, Session& s, const float* inv_freq, cudaStre
   attention.splits = s.splits;
   attention.workspace = s.attn_workspace.get();
   attention.workspace_bytes = s.attn_workspace.bytes();
+  if (fused_rope) attention.rope_inv_freq = inv_freq;
   KVRT_RETURN_IF_ERROR(decode_attention(attention, stream));
 
   DecodeLinear o;
@@ -156,13 +160,18 @@ class ProgrammaticLaunchGuard {
   bool saved_;
 };
 
-class DecodeGraphTest : public ::testing::TestWithParam<DependentLaunch> {};
+struct GraphCase {
+  DependentLaunch next_launch;
+  bool fused_rope;  // in the graph; the eager run always launches rope_kv_write
+};
+
+class DecodeGraphTest : public ::testing::TestWithParam<GraphCase> {};
 
 TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   KVRT_REQUIRE_CUDA_DEVICE();
   ProgrammaticLaunchGuard guard;
   DecodeAttentionTuning tuning;
-  tuning.next_launch = GetParam();
+  tuning.next_launch = GetParam().next_launch;
   set_decode_attention_tuning(tuning);
   std::mt19937 rng(2024);
   const Weights weights(rng);
@@ -179,7 +188,7 @@ TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   std::vector<std::vector<float>> eager_logits;
   for (int pos = 0; pos < kSteps; ++pos) {
     eager.position.upload({pos});
-    KVRT_ASSERT_OK(decode_step(weights, eager, inv_freq.get(), nullptr));
+    KVRT_ASSERT_OK(decode_step(weights, eager, inv_freq.get(), false, nullptr));
     testing::sync_device();
     eager_tokens.push_back(eager.token.download()[0]);
     eager_logits.push_back(eager.logits.download());
@@ -193,7 +202,8 @@ TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   cudaGraph_t graph = nullptr;
   check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
-  const Status captured = decode_step(weights, graphed, inv_freq.get(), stream);
+  const Status captured =
+      decode_step(weights, graphed, inv_freq.get(), GetParam().fused_rope, stream);
   check_cuda(cudaStreamEndCapture(stream, &graph), "end capture");
   KVRT_ASSERT_OK(captured);
   cudaGraphExec_t exec = nullptr;
@@ -214,10 +224,16 @@ TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   cudaStreamDestroy(stream);
 }
 
-INSTANTIATE_TEST_SUITE_P(AttentionDependents, DecodeGraphTest,
-                         ::testing::Values(DependentLaunch::kEarly, DependentLaunch::kLate),
-                         [](const ::testing::TestParamInfo<DependentLaunch>& info) {
-                           return info.param == DependentLaunch::kEarly ? "Early" : "Late";
+INSTANTIATE_TEST_SUITE_P(Attention, DecodeGraphTest,
+                         ::testing::Values(GraphCase{DependentLaunch::kEarly, false},
+                                           GraphCase{DependentLaunch::kLate, false},
+                                           GraphCase{DependentLaunch::kEarly, true},
+                                           GraphCase{DependentLaunch::kLate, true}),
+                         [](const ::testing::TestParamInfo<GraphCase>& info) {
+                           return std::string(info.param.next_launch == DependentLaunch::kEarly
+                                                  ? "Early"
+                                                  : "Late") +
+                                  (info.param.fused_rope ? "FusedRope" : "RopeKernel");
                          });
 
 }  // namespace
