@@ -133,10 +133,9 @@ __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, cons
 // angles in `cs`, then, when `write_row`, stores the new K/V row into the cache (once per
 // kv head: the first head group's block that holds the position).
 template <int kDim>
-__device__ __forceinline__ void rotate_and_write_row(const Params& p, bf16* qs, bf16* k_new,
-                                                     const bf16* v_new, const float* cs, int heads,
-                                                     bool write_row, bool has_new, bf16* k_row,
-                                                     bf16* v_row) {
+__device__ __forceinline__ void rotate_and_write_row(bf16* qs, bf16* k_new, const bf16* v_new,
+                                                     const float* cs, int heads, bool write_row,
+                                                     bool has_new, bf16* k_row, bf16* v_row) {
   constexpr int kStride = kDim + 8, kHalf = kDim / 2, kChunks = kDim / 8;
   const int rows = heads + (has_new ? 1 : 0);
   for (int i = threadIdx.x; i < rows * kHalf; i += Geometry<kDim>::kThreads) {
@@ -229,10 +228,11 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
       copy_rows<kDim>(v_new, v_src, 1, 1);
     }
     __syncthreads();
-    if (rotate)
-      rotate_and_write_row<kDim>(p, qs, k_new, v_new, rope_cs, heads, has_new && first == 0,
-                                 has_new, k_head + static_cast<size_t>(pos) * kDim,
+    if (rotate) {
+      rotate_and_write_row<kDim>(qs, k_new, v_new, rope_cs, heads, has_new && first == 0, has_new,
+                                 k_head + static_cast<size_t>(pos) * kDim,
                                  v_head + static_cast<size_t>(pos) * kDim);
+    }
     if (has_new) score_new_row<kDim>(new_score, qs, k_new, p.scale_log2);
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
     reduce_row_sums(l);
     __syncthreads();  // q and the tiles are free (also when no tile ran)
 
-    // Merge the 4 warps and the new row.
+    // Merge the warps and the new row.
     if (t == 0) {
       merge_m[warp * kRows + g] = m[0];
       merge_m[warp * kRows + g + 8] = m[1];
