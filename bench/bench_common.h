@@ -158,10 +158,41 @@ class Report {
 };
 
 // Rows of the optional geometry sweep (--sweep): one line per shape and choice.
+// decode_linear geometries as a matrix: a row per shape, a column per geometry.
+struct GeometryMatrix {
+  std::vector<std::string> columns;
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  void add(const std::string& shape, const std::string& column, const std::string& cell) {
+    size_t c = 0;
+    while (c < columns.size() && columns[c] != column) ++c;
+    if (c == columns.size()) columns.push_back(column);
+    if (rows.empty() || rows.back().first != shape) rows.push_back({shape, {}});
+    auto& cells = rows.back().second;
+    if (cells.size() <= c) cells.resize(c + 1);
+    cells[c] = cell;
+  }
+  std::string table() const {
+    std::string out = "| shape |";
+    for (const auto& column : columns) out += " " + column + " |";
+    out += "\n|---|";
+    for (size_t c = 0; c < columns.size(); ++c) out += "---|";
+    out += "\n";
+    for (const auto& [shape, cells] : rows) {
+      out += "| " + shape + " |";
+      for (size_t c = 0; c < columns.size(); ++c) {
+        out += " " + (c < cells.size() ? cells[c] : std::string("-")) + " |";
+      }
+      out += "\n";
+    }
+    return out;
+  }
+};
+
 struct Sweep {
   bool enabled = false;
   double copy_gbs = 0;
   std::vector<std::string> rows;
+  GeometryMatrix linear;  // decode_linear: µs per launch, "balanced grid / every slot filled"
   void add(const std::string& shape, const std::string& choice, double bytes, double us) {
     char line[512];
     const double gbs = bytes / (us * 1e3);
@@ -174,6 +205,12 @@ struct Sweep {
   std::string table() const {
     std::string out = "| shape | choice | µs (PDL) | GB/s | % of copy |\n|---|---|---|---|---|\n";
     for (const auto& row : rows) out += row + "\n";
+    if (!linear.rows.empty()) {
+      out +=
+          "\ndecode_linear, µs per launch (PDL): library's choice, then each geometry with "
+          "a balanced grid / every block slot filled\n\n" +
+          linear.table();
+    }
     return out;
   }
 };

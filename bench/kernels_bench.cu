@@ -139,12 +139,14 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, mats * rows, in,
                 norm ? " +norm" : "");
   if (g_sweep.enabled) {
-    std::vector<DecodeLinearTuning> choices(1);  // the library's choice first
+    const std::string row = std::string(m.name) + " " + kernel + " " + shape;
+    std::vector<DecodeLinearTuning> choices;
     for (const auto& [keys, stages, per_sm, contiguous] :
          std::vector<std::tuple<int, int, int, int>>{{2048, 4, 1, 0},
                                                      {2048, 4, 1, 1},
                                                      {2048, 3, 2, 0},
                                                      {2048, 3, 2, 1},
+                                                     {2048, 2, 2, 1},
                                                      {1024, 6, 1, 0},
                                                      {1024, 4, 2, 0}}) {
       DecodeLinearTuning t;
@@ -162,21 +164,29 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       t.blocks_per_sm = 2;
       choices.push_back(t);
     }
-    for (const DecodeLinearTuning& choice : choices) {
-      set_decode_linear_tuning(choice);
+    const double library_us = timer.per_launch_us(launch_ours, launches);
+    char cell[64];
+    std::snprintf(cell, sizeof(cell), "%.2f", library_us);
+    g_sweep.linear.add(row, "library's choice", cell);
+    for (DecodeLinearTuning choice : choices) {
+      double us[2];
+      for (int balanced : {1, 0}) {
+        choice.balanced_grid = balanced;
+        set_decode_linear_tuning(choice);
+        us[1 - balanced] = timer.per_launch_us(launch_ours, launches);
+      }
       char name[128];
-      if (choice.kernel == DecodeLinearKernel::kDefault) {
-        std::snprintf(name, sizeof(name), "library's choice");
-      } else if (choice.kernel == DecodeLinearKernel::kRing) {
-        std::snprintf(name, sizeof(name), "ring: keys %d, stages %d, %d/SM%s", choice.stage_keys,
+      if (choice.kernel == DecodeLinearKernel::kRing) {
+        std::snprintf(name, sizeof(name), "ring %d keys, %d deep, %d/SM%s", choice.stage_keys,
                       choice.stages, choice.blocks_per_sm,
                       choice.contiguous > 0 ? ", contiguous" : "");
       } else {
-        std::snprintf(name, sizeof(name), "direct: split_k %d, %d/SM", choice.split_k,
+        std::snprintf(name, sizeof(name), "direct split_k %d, %d/SM", choice.split_k,
                       choice.blocks_per_sm);
       }
-      g_sweep.add(std::string(m.name) + " " + kernel + " " + shape, name, bytes,
-                  timer.per_launch_us(launch_ours, launches));
+      std::snprintf(cell, sizeof(cell), "%.2f / %.2f", us[0], us[1]);
+      g_sweep.linear.add(row, name, cell);
+      std::printf("sweep | %s | %s | %s |\n", row.c_str(), name, cell);
     }
     set_decode_linear_tuning(DecodeLinearTuning{});
   }

@@ -62,35 +62,46 @@ Status validate(const DecodeLinear& op) {
 std::mutex g_tuning_mutex;
 DecodeLinearTuning g_tuning_override;
 
-// The library's geometry, from the sweep on the H200 (docs/kernels.md, "decode_linear"):
-// small matrices gain most from overlapping the previous kernel, so they run where the
-// next launch's blocks fit beside them; wide rows stream best as two blocks per
+// The library's geometry, from the sweep on the H200 (docs/kernels-sweep.md): small
+// matrices gain most from overlapping the previous kernel, so they run where the next
+// launch's blocks fit beside them; wide rows stream best as two blocks per
 // multiprocessor with thinner slots; big matrices as whole-row slots copied in one run
-// per tile.
-DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
+// per tile. Grids are balanced (decode_linear_grid) where a block streams several tiles;
+// where a block's whole share fits its ring at once, more blocks won.
+// (No class depends on the token count since x moved into registers; the API keeps it.)
+DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double bytes = 2.0 * w_rows * in;
   DecodeLinearTuning t;
   t.kernel = DecodeLinearKernel::kRing;
   t.contiguous = 0;
   t.split_k = 8;
+  t.balanced_grid = 1;
   if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj: direct, 8 warps per tile
     t.kernel = DecodeLinearKernel::kDirect;
     t.blocks_per_sm = 2;
+    t.balanced_grid = 0;
+  } else if (bytes <= 11 * kMiB) {  // q/k/v with few kv heads (TinyLlama)
+    t.stage_keys = 2048;
+    t.stages = 3;
+    t.blocks_per_sm = 2;
+    t.contiguous = 1;
   } else if (bytes <= 16 * kMiB) {  // q/k/v
     t.stage_keys = 1024;
     t.stages = 6;
     t.blocks_per_sm = 1;
+    t.balanced_grid = 0;
   } else if (in >= 4096) {  // down
     t.stage_keys = 1024;
     t.stages = 4;
     t.blocks_per_sm = 2;
-  } else if (bytes >= 100 * kMiB || tokens > 2) {  // LM head; gate/up with 3..8 tokens
+    t.balanced_grid = 0;
+  } else if (bytes >= 100 * kMiB) {  // LM head
     t.stage_keys = 2048;
     t.stages = 4;
     t.blocks_per_sm = 1;
     t.contiguous = 1;
-  } else {  // gate/up
+  } else {  // gate/up (x in registers leaves room for two blocks per SM at 8 tokens)
     t.stage_keys = 2048;
     t.stages = 3;
     t.blocks_per_sm = 2;
@@ -110,6 +121,7 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.stage_keys > 0) t.stage_keys = o.stage_keys;
   if (o.stages > 0) t.stages = o.stages;
   if (o.contiguous >= 0) t.contiguous = o.contiguous;
+  if (o.balanced_grid >= 0) t.balanced_grid = o.balanced_grid;
   if (o.split_k > 0) t.split_k = o.split_k;
   return t;
 }
@@ -145,7 +157,8 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
 
   if (tuning.kernel == DecodeLinearKernel::kDirect) {
     p.split_k = tuning.split_k >= 8 ? 8 : tuning.split_k >= 4 ? 4 : tuning.split_k >= 2 ? 2 : 1;
-    return launch_decode_linear_direct(p, epilogue, norm, tuning.blocks_per_sm, stream);
+    return launch_decode_linear_direct(p, epilogue, norm, tuning.blocks_per_sm,
+                                       tuning.balanced_grid > 0, stream);
   }
   // Near-equal slots of a multiple of 16 keys: the padded row stride is then an odd
   // number of 16-byte units, so the 8 rows a warp reads sit in different bank groups.
@@ -165,7 +178,8 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
     p.contiguous = 1;
     p.row_stride = op.in * 2;
   }
-  return launch_decode_linear_ring(p, epilogue, norm, tuning.blocks_per_sm, stream);
+  return launch_decode_linear_ring(p, epilogue, norm, tuning.blocks_per_sm,
+                                   tuning.balanced_grid > 0, stream);
 }
 
 }  // namespace kvrt::engine::cuda

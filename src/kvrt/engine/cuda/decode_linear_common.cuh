@@ -51,6 +51,31 @@ struct Params {
   int split_k;  // warps per tile (1, 2, 4 or 8)
 };
 
+// Sum of the squares of a chunk's 8 bf16 values.
+__device__ __forceinline__ float sum_of_squares(uint4 chunk) {
+  const uint32_t pairs[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float lo = bf16_lo(pairs[j]), hi = bf16_hi(pairs[j]);
+    sum += lo * lo + hi * hi;
+  }
+  return sum;
+}
+
+// A chunk of x normalized with HF LlamaRMSNorm's rounding: bf16(bf16(x * inv_rms) * gamma).
+__device__ __forceinline__ uint4 rms_normalize(uint4 chunk, uint4 gamma, float inv_rms) {
+  const uint32_t in[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+  const uint32_t g[4] = {gamma.x, gamma.y, gamma.z, gamma.w};
+  uint32_t out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    out[j] = pack_bf16(round_bf16(bf16_lo(in[j]) * inv_rms) * bf16_lo(g[j]),
+                       round_bf16(bf16_hi(in[j]) * inv_rms) * bf16_hi(g[j]));
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
 // Copies x into shared memory (one read of global memory, loads unrolled so several are
 // in flight), then, when kNorm, normalizes it in place with HF LlamaRMSNorm's rounding:
 // bf16(bf16(x * inv_rms) * gamma). kThreads threads with ids `tid` take part; `sync`
@@ -80,13 +105,7 @@ __device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid, Syn
       const int token = i / p.chunks;
       xs[token * p.x_stride + (i - token * p.chunks)] = value;
       if constexpr (kNorm) {
-        const uint32_t pairs[4] = {value.x, value.y, value.z, value.w};
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float lo = bf16_lo(pairs[j]), hi = bf16_hi(pairs[j]);
-          sum += lo * lo + hi * hi;
-        }
+        const float sum = sum_of_squares(value);
 #pragma unroll
         for (int t = 0; t < kMaxTokens; ++t) squares[t] += t == token ? sum : 0.0f;
       }
@@ -112,19 +131,9 @@ __device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid, Syn
     const float* inv_rms = scratch + kStageWarps * kMaxTokens;
     for (int c = tid; c < p.chunks; c += kThreads) {
       const uint4 gv = gamma[c];
-      const uint32_t g_pairs[4] = {gv.x, gv.y, gv.z, gv.w};
       for (int token = 0; token < p.tokens; ++token) {
         uint4& slot = xs[token * p.x_stride + c];
-        const uint4 value = slot;
-        const uint32_t in_pairs[4] = {value.x, value.y, value.z, value.w};
-        uint32_t out[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          out[j] =
-              pack_bf16(round_bf16(bf16_lo(in_pairs[j]) * inv_rms[token]) * bf16_lo(g_pairs[j]),
-                        round_bf16(bf16_hi(in_pairs[j]) * inv_rms[token]) * bf16_hi(g_pairs[j]));
-        }
-        slot = make_uint4(out[0], out[1], out[2], out[3]);
+        slot = rms_normalize(slot, gv, inv_rms[token]);
       }
     }
   }
@@ -173,12 +182,30 @@ __device__ __forceinline__ void store_output(const Params& p, int token, int out
 
 namespace kvrt::engine::cuda::detail {
 
+// Grid size for `work` units (tiles, or rounds of tiles) on at most `slots` blocks. A
+// bandwidth-bound launch lasts as long as its busiest block, and the blocks share the
+// bandwidth, so filling every slot can lose to fewer blocks: 1408 tiles on 264 slots
+// leave 88 blocks with 6 tiles and 176 with 5 (the busiest carry 1584 tiles' worth of
+// time), while 235 blocks of 6 (two of 5) carry 1410. `balanced` picks the fewest blocks
+// that keep the largest share.
+inline int decode_linear_grid(int work, int slots, bool balanced) {
+  const int grid = work < slots ? work : slots;
+  return balanced ? ceil_div(work, ceil_div(work, grid)) : grid;
+}
+
+// Ring kernel: a warp keeps its x fragments in registers (up to kRegisterSteps k-steps)
+// when a slot holds whole rows; x then needs no shared memory.
+constexpr int kRegisterSteps = 8;
+inline bool ring_x_in_registers(const decode_linear::Params& p) {
+  return p.parts == 1 && ceil_div(p.chunks, 4) <= decode_linear::kWarps * kRegisterSteps;
+}
+
 // Launchers of the two kernels (the dispatcher in decode_linear.cu picks one per shape).
 // `norm` and `epilogue` select the instantiation.
 size_t decode_linear_ring_smem(const decode_linear::Params& p);
 Status launch_decode_linear_ring(const decode_linear::Params& p, int epilogue, bool norm,
-                                 int blocks_per_sm, cudaStream_t stream);
+                                 int blocks_per_sm, bool balanced, cudaStream_t stream);
 Status launch_decode_linear_direct(const decode_linear::Params& p, int epilogue, bool norm,
-                                   int blocks_per_sm, cudaStream_t stream);
+                                   int blocks_per_sm, bool balanced, cudaStream_t stream);
 
 }  // namespace kvrt::engine::cuda::detail

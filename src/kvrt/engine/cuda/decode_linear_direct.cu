@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int buffer = 0, first = 1; round < rounds; round += gridDim.x, buffer ^= 1, first = 0) {
     const int row = row_of(round);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // Two accumulators: half as long a chain of dependent MMAs.
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int s0 = 0; s0 < my_steps; s0 += kUnroll) {
       if (!(first && s0 == 0)) load(row, s0);
 #pragma unroll
@@ -72,9 +73,11 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
         const int c = (phase + (s0 + u) * p.split_k) * 4 + t;
         const uint4 xv = (x_ok && s0 + u < my_steps && c < p.chunks) ? x_row[c] : zero;
         mma_bf16(acc, xv.x, 0u, xv.y, 0u, w[u].x, w[u].y);
-        mma_bf16(acc, xv.z, 0u, xv.w, 0u, w[u].z, w[u].w);
+        mma_bf16(acc2, xv.z, 0u, xv.w, 0u, w[u].z, w[u].w);
       }
     }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] += acc2[i];
     // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
     float* partial = reduce + buffer * (kWarps * 64);
     reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
@@ -101,7 +104,7 @@ void (*pick(bool norm))(Params) {
 }  // namespace
 
 Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int blocks_per_sm,
-                                   cudaStream_t stream) {
+                                   bool balanced, cudaStream_t stream) {
   void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
                            : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
                            : epilogue == kResidual ? pick<kResidual>(norm)
@@ -111,7 +114,7 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int rounds = ceil_div(p.tiles, kWarps / p.split_k);
-  const int grid = std::min(rounds, std::max(1, blocks_per_sm) * sms);
+  const int grid = decode_linear_grid(rounds, std::max(1, blocks_per_sm) * sms, balanced);
   return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", p);
 }
 

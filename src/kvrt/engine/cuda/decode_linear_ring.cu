@@ -30,7 +30,7 @@ __device__ __forceinline__ void consumer_sync() {
   named_barrier(kConsumerBarrier, kConsumers);
 }
 
-template <int kEpilogue, bool kNorm>
+template <int kEpilogue, bool kNorm, bool kRowsInSlot>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   extern __shared__ uint4 smem[];
@@ -39,7 +39,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   char* ring = reinterpret_cast<char*>(smem) + kBarrierBytes;
   const int slot_bytes = kTileCols * p.row_stride;
   uint4* xs = reinterpret_cast<uint4*>(ring + static_cast<size_t>(p.stages) * slot_bytes);
-  float* reduce = reinterpret_cast<float*>(xs + p.tokens * p.x_stride);  // [2][warps][64]
+  float* reduce =  // [2][warps][64]
+      reinterpret_cast<float*>(xs + (kRowsInSlot ? 0 : p.tokens * p.x_stride));
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // A contiguous run of tiles per block, sizes differing by at most one.
@@ -81,42 +82,57 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     return;
   }
 
-  pdl_wait();
-  stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, consumer_sync);
-  consumer_sync();
-
   const int g = lane >> 2, t = lane & 3;
   const bool x_ok = g < p.tokens;
-  const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  int n = 0, slot = 0;
-  uint32_t parity = 0;
-  for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int part = 0; part < p.parts; ++part, ++n) {
-      barrier_wait(&full[slot], parity);
-      const int k0_chunk = part * (p.stage_keys / 8);
-      const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
-      const int steps = ceil_div(chunks, 4);
-      const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
-#pragma unroll 4
-      for (int j = warp; j < steps; j += kWarps) {
-        const int c = 4 * j + t;
-        const bool valid = c < chunks;
-        const uint4 wv = valid ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
-        const uint4 xv = valid && x_ok ? x_row[k0_chunk + c] : zero;
-        mma_bf16(acc, xv.x, 0u, xv.y, 0u, wv.x, wv.y);
-        mma_bf16(acc, xv.z, 0u, xv.w, 0u, wv.z, wv.w);
-      }
-      barrier_arrive(&empty[slot]);  // every lane: its reads of the slot are done
-      if (++slot == p.stages) {
-        slot = 0;
-        parity ^= 1u;
+  // Whole-row slots: lane (g, t) of warp w only ever multiplies chunks 4 (w + 8 u) + t of
+  // token g, so it loads them (and the matching gamma chunks, which no kernel writes,
+  // before the PDL wait) straight into registers: no staging pass through shared memory.
+  uint4 xr[kRowsInSlot ? kRegisterSteps : 1];
+  if constexpr (kRowsInSlot) {
+    uint4 gamma[kNorm ? kRegisterSteps : 1];
+    if constexpr (kNorm) {
+#pragma unroll
+      for (int u = 0; u < kRegisterSteps; ++u) {
+        const int c = 4 * (warp + u * kWarps) + t;
+        gamma[u] = c < p.chunks ? reinterpret_cast<const uint4*>(p.norm_w)[c] : zero;
       }
     }
-    // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
-    // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
-    // buffer again only after passing the barrier that follows the last reads of it.
+    pdl_wait();
+    const uint4* x = reinterpret_cast<const uint4*>(p.x) + (x_ok ? g : 0) * p.chunks;
+#pragma unroll
+    for (int u = 0; u < kRegisterSteps; ++u) {
+      const int c = 4 * (warp + u * kWarps) + t;
+      xr[u] = c < p.chunks && x_ok ? x[c] : zero;
+    }
+    if constexpr (kNorm) {
+      // Scratch in the second reduction buffer: the first tile's partials go to the first,
+      // and the second is written only after the first tile's barrier.
+      float* squares = reduce + kWarps * 64;  // [warps][tokens]
+      float sum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kRegisterSteps; ++u) sum += sum_of_squares(xr[u]);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (t == 0) squares[warp * kMaxTokens + g] = sum;
+      consumer_sync();
+      float row_sum = 0.0f;
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) row_sum += squares[v * kMaxTokens + g];
+      const float inv_rms = x_ok ? rsqrtf(row_sum / static_cast<float>(p.in) + p.eps) : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kRegisterSteps; ++u) xr[u] = rms_normalize(xr[u], gamma[u], inv_rms);
+    }
+  } else {
+    pdl_wait();
+    stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, consumer_sync);
+    consumer_sync();
+  }
+  const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
+  // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
+  // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
+  // buffer again only after passing the barrier that follows the last reads of it.
+  auto finish_tile = [&](int tile, int buffer, const float(&acc)[4]) {
     float* partial = reduce + buffer * (kWarps * 64);
     reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
     consumer_sync();
@@ -131,32 +147,93 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       }
       store_output<kEpilogue>(p, token, tile * kOutputs + j, sum, up);
     }
+  };
+  int slot = 0;
+  uint32_t parity = 0;
+  auto next_slot = [&] {
+    if (++slot == p.stages) {
+      slot = 0;
+      parity ^= 1u;
+    }
+  };
+
+  // Both paths split each k-step's two MMAs over two accumulators: half as long a chain
+  // of dependent MMAs.
+  if constexpr (kRowsInSlot) {
+    for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      barrier_wait(&full[slot], parity);
+      const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
+#pragma unroll
+      for (int u = 0; u < kRegisterSteps; ++u) {
+        const int c = 4 * (warp + u * kWarps) + t;
+        const uint4 wv = c < p.chunks ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
+        mma_bf16(acc, xr[u].x, 0u, xr[u].y, 0u, wv.x, wv.y);
+        mma_bf16(acc2, xr[u].z, 0u, xr[u].w, 0u, wv.z, wv.w);
+      }
+      barrier_arrive(&empty[slot]);  // every lane: its reads of the slot are done
+      next_slot();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] += acc2[i];
+      finish_tile(tile, buffer, acc);
+    }
+  } else {
+    for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int part = 0; part < p.parts; ++part) {
+        barrier_wait(&full[slot], parity);
+        const int k0_chunk = part * (p.stage_keys / 8);
+        const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
+        const int steps = ceil_div(chunks, 4);
+        const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
+#pragma unroll 4
+        for (int j = warp; j < steps; j += kWarps) {
+          const int c = 4 * j + t;
+          const bool valid = c < chunks;
+          const uint4 wv = valid ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
+          const uint4 xv = valid && x_ok ? x_row[k0_chunk + c] : zero;
+          mma_bf16(acc, xv.x, 0u, xv.y, 0u, wv.x, wv.y);
+          mma_bf16(acc2, xv.z, 0u, xv.w, 0u, wv.z, wv.w);
+        }
+        barrier_arrive(&empty[slot]);  // every lane: its reads of the slot are done
+        next_slot();
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] += acc2[i];
+      finish_tile(tile, buffer, acc);
+    }
   }
 }
 
 template <int kEpilogue>
-void (*pick(bool norm))(Params) {
-  return norm ? ring_kernel<kEpilogue, true> : ring_kernel<kEpilogue, false>;
+void (*pick(bool norm, bool rows_in_slot))(Params) {
+  if (rows_in_slot) {
+    return norm ? ring_kernel<kEpilogue, true, true> : ring_kernel<kEpilogue, false, true>;
+  }
+  return norm ? ring_kernel<kEpilogue, true, false> : ring_kernel<kEpilogue, false, false>;
 }
 
 }  // namespace
 
 size_t decode_linear_ring_smem(const Params& p) {
-  return kBarrierBytes + static_cast<size_t>(p.stages) * kTileCols * p.row_stride +
-         static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4) + kReduceBytes;
+  const size_t x_bytes =
+      ring_x_in_registers(p) ? 0 : static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4);
+  return kBarrierBytes + static_cast<size_t>(p.stages) * kTileCols * p.row_stride + x_bytes +
+         kReduceBytes;
 }
 
 Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
-                                 cudaStream_t stream) {
-  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
-                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
-                           : epilogue == kResidual ? pick<kResidual>(norm)
-                                                   : pick<kStore>(norm);
+                                 bool balanced, cudaStream_t stream) {
+  const bool rows_in_slot = ring_x_in_registers(p);
+  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, rows_in_slot)
+                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, rows_in_slot)
+                           : epilogue == kResidual ? pick<kResidual>(norm, rows_in_slot)
+                                                   : pick<kStore>(norm, rows_in_slot);
   const size_t smem = decode_linear_ring_smem(p);
   const void* key = reinterpret_cast<const void*>(kernel);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
-  const int grid = std::min(p.tiles, std::max(1, blocks_per_sm) * sms);
+  const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
   return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", p);
 }
 

@@ -10,6 +10,9 @@ enum class DecodeLinearKernel { kDefault, kRing, kDirect };
 struct DecodeLinearTuning {
   DecodeLinearKernel kernel = DecodeLinearKernel::kDefault;
   int blocks_per_sm = 0;  // blocks of one launch per multiprocessor (>= 1)
+  // 1: of those slots, use the fewest blocks that still give each block the same largest
+  // share of tiles, so the blocks finish together; 0: fill every slot.
+  int balanced_grid = -1;
   // kRing: W through the copy engine into a shared-memory ring.
   int stage_keys = 0;   // k elements per W row in one ring slot (multiple of 16)
   int stages = 0;       // ring slots per block (2..16)
@@ -23,7 +26,8 @@ struct DecodeLinearTuning {
 // and `tokens` vectors: the override's set fields, the library's choice for the rest.
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 
-// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous >= 0)
+// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous and
+// balanced_grid >= 0)
 // for every later launch;
 // a default-constructed value restores the library's choice. Not thread-safe with
 // concurrent launches: for benchmarks and tests.

@@ -127,11 +127,14 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
 // Every launch geometry the benchmark compares computes the same thing. Ring kernel:
 // thin and wide slots (a tile split into many slots, or one), padded rows and one
 // contiguous run per tile, shallow and deep rings, one and several blocks per
-// multiprocessor. Direct kernel: 1, 2, 4 and 8 warps per tile.
+// multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
+// slots over in <= 2048) or staged in shared memory. Direct kernel: 1, 2, 4 and 8 warps
+// per tile.
 TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
-  auto ring = [](int stage_keys, int stages, int contiguous, int per_sm) {
+  auto ring = [](int stage_keys, int stages, int contiguous, int per_sm, int balanced = 1) {
     DecodeLinearTuning t;
+    t.balanced_grid = balanced;
     t.kernel = DecodeLinearKernel::kRing;
     t.stage_keys = stage_keys;
     t.stages = stages;
@@ -139,29 +142,37 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
     t.blocks_per_sm = per_sm;
     return t;
   };
-  auto direct = [](int split_k, int per_sm) {
+  auto direct = [](int split_k, int per_sm, int balanced = 1) {
     DecodeLinearTuning t;
+    t.balanced_grid = balanced;
     t.kernel = DecodeLinearKernel::kDirect;
     t.split_k = split_k;
     t.blocks_per_sm = per_sm;
     return t;
   };
   const DecodeLinearTuning tunings[] = {
-      ring(32, 2, 0, 1),   ring(256, 16, 0, 4), ring(1024, 4, 1, 1), ring(2048, 3, 1, 2),
-      ring(8192, 2, 1, 1), ring(8192, 3, 0, 1), direct(1, 3),        direct(2, 2),
-      direct(4, 1),        direct(8, 3)};
-  const LinearCase cases[] = {
-      {1, 2560, 2048, Variant::kNorm},    {1, 300, 5632, Variant::kResidual},
-      {3, 77, 776, Variant::kNormSwiglu}, {8, 520, 8192, Variant::kResidualInPlace},
-      {2, 1003, 2056, Variant::kNormF32}, {1, 7, 776, Variant::kSwiglu}};
+      ring(32, 2, 0, 1),   ring(256, 16, 0, 4), ring(1024, 4, 1, 1),    ring(2048, 3, 1, 2),
+      ring(8192, 2, 1, 1), ring(8192, 3, 0, 1), ring(1024, 6, 0, 2, 0), direct(1, 3),
+      direct(2, 2),        direct(4, 1),        direct(8, 3),           direct(8, 2, 0)};
+  const LinearCase cases[] = {{1, 2560, 2048, Variant::kNorm},
+                              {1, 300, 5632, Variant::kResidual},
+                              {3, 77, 776, Variant::kNormSwiglu},
+                              {8, 520, 8192, Variant::kResidualInPlace},
+                              {2, 1003, 2056, Variant::kNormF32},
+                              {1, 7, 776, Variant::kSwiglu},
+                              // x in registers (whole-row slots, in <= 2048): every token count, in
+                              // not a multiple of the 32 keys a warp's k-step covers.
+                              {8, 300, 2048, Variant::kNormSwiglu},
+                              {5, 64, 1000, Variant::kNorm},
+                              {7, 45, 2040, Variant::kResidual}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
       SCOPED_TRACE(testing::param_name(
           tuning.kernel == DecodeLinearKernel::kRing ? "ring" : "direct", "_stage_keys",
           tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_split_k",
-          tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_t", c.tokens, "_rows", c.rows, "_in",
-          c.in, "_", variant_name(c.variant)));
+          tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced", tuning.balanced_grid, "_t",
+          c.tokens, "_rows", c.rows, "_in", c.in, "_", variant_name(c.variant)));
       check_linear(c);
     }
   }
