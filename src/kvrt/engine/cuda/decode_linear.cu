@@ -2,10 +2,11 @@
 // W [rows, in] streamed from HBM exactly once, as a tensor-core GEMV with the RMSNorm,
 // SwiGLU, residual and f32-output fusions (decode_linear_common.cuh).
 //
-// Two kernels, picked per shape by the geometry measured on the H200 (docs/kernels.md):
-// the ring kernel (decode_linear_ring.cu) moves W with the copy engine into shared
-// memory, one block per multiprocessor; the direct kernel (decode_linear_direct.cu) loads
-// W straight into registers from many warps. This file checks arguments and dispatches.
+// Two kernels: the ring kernel (decode_linear_ring.cu) moves W with the copy engine into
+// shared memory and is the library's choice at every measured shape; the direct kernel
+// (decode_linear_direct.cu) loads W straight into registers from many warps and stays
+// selectable through the tuning (the sweep in docs/kernels-sweep.md compares both). This
+// file checks arguments, picks the geometry and dispatches.
 #include <algorithm>
 #include <mutex>
 
@@ -62,13 +63,12 @@ Status validate(const DecodeLinear& op) {
 std::mutex g_tuning_mutex;
 DecodeLinearTuning g_tuning_override;
 
-// The library's geometry, from the sweep on the H200 (docs/kernels-sweep.md): small
-// matrices gain most from overlapping the previous kernel, so they run where the next
-// launch's blocks fit beside them; wide rows stream best as two blocks per
-// multiprocessor with thinner slots; big matrices as whole-row slots copied in one run
-// per tile. Grids are balanced (decode_linear_grid) where a block streams several tiles;
-// where a block's whole share fits its ring at once, more blocks won.
-// (No class depends on the token count since x moved into registers; the API keeps it.)
+// The library's geometry, per shape class, from the sweep on the H200
+// (docs/kernels-sweep.md): wide rows stream best as two blocks per multiprocessor with
+// 1024-key slots; matrices of 2048-key rows as whole-row slots copied in one run per
+// tile (x then in registers). Grids are balanced (decode_linear_grid) where a block
+// streams several tiles; where a block's whole share fits its ring at once, more blocks
+// won. (No class depends on the token count since x moved into registers.)
 DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double bytes = 2.0 * w_rows * in;
@@ -77,8 +77,9 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
   t.contiguous = 0;
   t.split_k = 8;
   t.balanced_grid = 1;
-  if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj: direct, 8 warps per tile
-    t.kernel = DecodeLinearKernel::kDirect;
+  if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj
+    t.stage_keys = 1024;
+    t.stages = 4;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
   } else if (bytes <= 11 * kMiB) {  // q/k/v with few kv heads (TinyLlama)

@@ -76,14 +76,79 @@ __device__ __forceinline__ uint4 rms_normalize(uint4 chunk, uint4 gamma, float i
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
+// x straight into registers, for a kernel whose kWarps warps each multiply a fixed set of
+// at most kRegisterSteps chunks of x, every chunk of a row held by exactly one warp: lane
+// (g, t) holds chunks chunk(u) of token g (zero past the row or the tokens). With kNorm
+// they are normalized in place against `gamma`, the matching norm-weight chunks
+// (load_gamma_registers: weights are constant, so callers load them before the PDL
+// wait); `squares` ([kWarps][kMaxTokens] floats of shared memory) carries the sums of
+// squares across warps, and `sync` is a barrier over the kWarps warps.
+constexpr int kRegisterSteps = 8;
+
+template <typename Chunk>
+__device__ __forceinline__ void load_gamma_registers(const Params& p,
+                                                     uint4 (&gamma)[kRegisterSteps], Chunk chunk) {
+  const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_w);
+#pragma unroll
+  for (int u = 0; u < kRegisterSteps; ++u) {
+    const int c = chunk(u);
+    gamma[u] = c < p.chunks ? norm_w[c] : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <bool kNorm, typename Chunk, typename Sync>
+__device__ __forceinline__ void load_x_registers(const Params& p, uint4 (&xr)[kRegisterSteps],
+                                                 const uint4 (&gamma)[kRegisterSteps], Chunk chunk,
+                                                 float* squares, Sync sync) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+  const bool x_ok = g < p.tokens;
+  const uint4* x = reinterpret_cast<const uint4*>(p.x) + (x_ok ? g : 0) * p.chunks;
+#pragma unroll
+  for (int u = 0; u < kRegisterSteps; ++u) {
+    const int c = chunk(u);
+    xr[u] = x_ok && c < p.chunks ? x[c] : make_uint4(0, 0, 0, 0);
+  }
+  if constexpr (kNorm) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kRegisterSteps; ++u) sum += sum_of_squares(xr[u]);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((lane & 3) == 0) squares[warp * kMaxTokens + g] = sum;
+    sync();
+    float row_sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) row_sum += squares[v * kMaxTokens + g];
+    const float inv_rms = x_ok ? rsqrtf(row_sum / static_cast<float>(p.in) + p.eps) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kRegisterSteps; ++u) xr[u] = rms_normalize(xr[u], gamma[u], inv_rms);
+  }
+}
+
+// stage_x's norm-weight chunks tid + m * kThreads, m < kGamma, loaded by the caller
+// before the PDL wait (weights are constant); chunks past those are loaded in the
+// normalizing pass (in > kGamma * kThreads * 8).
+template <int kThreads, int kGamma>
+__device__ __forceinline__ void load_staged_gamma(const Params& p, uint4 (&gamma)[kGamma],
+                                                  int tid) {
+  const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_w);
+#pragma unroll
+  for (int m = 0; m < kGamma; ++m) {
+    const int c = tid + m * kThreads;
+    gamma[m] = c < p.chunks ? norm_w[c] : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Copies x into shared memory (one read of global memory, loads unrolled so several are
 // in flight), then, when kNorm, normalizes it in place with HF LlamaRMSNorm's rounding:
-// bf16(bf16(x * inv_rms) * gamma). kThreads threads with ids `tid` take part; `sync`
-// synchronizes exactly them. `scratch` holds >= kWarps * 8 + 8 floats. The caller syncs
-// before reading xs. (The normalizing pass runs over chunks, not elements: walking
-// elements made each thread wait on one gamma load per token, ~2 us at 8 tokens.)
-template <bool kNorm, int kThreads, int kBatch, typename Sync>
-__device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid, Sync sync) {
+// bf16(bf16(x * inv_rms) * gamma), `gamma` from load_staged_gamma. kThreads threads with
+// ids `tid` take part; `sync` synchronizes exactly them. `scratch` holds >= kWarps * 8 +
+// 8 floats. The caller syncs before reading xs. (The normalizing pass runs over chunks,
+// not elements: walking elements made each thread wait on one gamma load per token, ~2 us
+// at 8 tokens.)
+template <bool kNorm, int kThreads, int kBatch, int kGamma, typename Sync>
+__device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid,
+                        const uint4 (&gamma)[kGamma], Sync sync) {
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
   const int total = p.tokens * p.chunks;
   float squares[kMaxTokens] = {};
@@ -126,15 +191,22 @@ __device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid, Syn
       scratch[kStageWarps * kMaxTokens + tid] = rsqrtf(sum / static_cast<float>(p.in) + p.eps);
     }
     sync();
-    // Chunk-major, so each thread loads a gamma chunk once for all tokens.
-    const uint4* gamma = reinterpret_cast<const uint4*>(p.norm_w);
+    // Chunk-major, so each thread uses a gamma chunk once for all tokens.
     const float* inv_rms = scratch + kStageWarps * kMaxTokens;
-    for (int c = tid; c < p.chunks; c += kThreads) {
-      const uint4 gv = gamma[c];
+    auto normalize_chunk = [&](int c, uint4 gv) {
       for (int token = 0; token < p.tokens; ++token) {
         uint4& slot = xs[token * p.x_stride + c];
         slot = rms_normalize(slot, gv, inv_rms[token]);
       }
+    };
+#pragma unroll
+    for (int m = 0; m < kGamma; ++m) {
+      const int c = tid + m * kThreads;
+      if (c < p.chunks) normalize_chunk(c, gamma[m]);
+    }
+    const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_w);
+    for (int c = tid + kGamma * kThreads; c < p.chunks; c += kThreads) {
+      normalize_chunk(c, norm_w[c]);
     }
   }
 }
@@ -158,17 +230,31 @@ constexpr int outputs_per_tile() {
   return kEpilogue == kSwiglu ? kTileCols / 2 : kTileCols;
 }
 
-// Writes output `out_row` of `token` from the tile's f32 sums (`up`: SwiGLU only), with
-// HF's rounding points.
+// The residual that output `out_row` of `token` adds (kResidual; 0 otherwise or out of
+// range). The kernels load it a tile ahead of the epilogue that uses it, so the end of a
+// launch does not wait on memory. In place is safe: each output is read and then written
+// by the same thread.
+template <int kEpilogue>
+__device__ __forceinline__ float load_residual(const Params& p, int token, int out_row) {
+  if constexpr (kEpilogue == kResidual) {
+    if (token < p.tokens && out_row < p.rows) {
+      return __bfloat162float(p.residual[static_cast<size_t>(token) * p.rows + out_row]);
+    }
+  }
+  return 0.0f;
+}
+
+// Writes output `out_row` of `token` from the tile's f32 sums (`up`: SwiGLU only;
+// `residual`: from load_residual), with HF's rounding points.
 template <int kEpilogue>
 __device__ __forceinline__ void store_output(const Params& p, int token, int out_row, float sum,
-                                             float up) {
+                                             float up, float residual) {
   if (token >= p.tokens || out_row >= p.rows) return;
   const size_t out = static_cast<size_t>(token) * p.rows + out_row;
   if constexpr (kEpilogue == kStore) {
     p.y[out] = __float2bfloat16(sum);
   } else if constexpr (kEpilogue == kResidual) {
-    p.y[out] = __float2bfloat16(round_bf16(sum) + __bfloat162float(p.residual[out]));
+    p.y[out] = __float2bfloat16(round_bf16(sum) + residual);
   } else if constexpr (kEpilogue == kStoreF32) {
     p.y_f32[out] = sum;
   } else {
@@ -193,11 +279,13 @@ inline int decode_linear_grid(int work, int slots, bool balanced) {
   return balanced ? ceil_div(work, ceil_div(work, grid)) : grid;
 }
 
-// Ring kernel: a warp keeps its x fragments in registers (up to kRegisterSteps k-steps)
-// when a slot holds whole rows; x then needs no shared memory.
-constexpr int kRegisterSteps = 8;
+// Whether the ring kernel keeps x in registers (load_x_registers): when a slot holds
+// whole rows of at most kWarps * kRegisterSteps k-steps. x then takes no shared memory.
+// (The direct kernel stages x: its W loads already fill the registers that two launches'
+// blocks per SM leave; x in registers too spilled, or cost the next launch its room.)
 inline bool ring_x_in_registers(const decode_linear::Params& p) {
-  return p.parts == 1 && ceil_div(p.chunks, 4) <= decode_linear::kWarps * kRegisterSteps;
+  using namespace decode_linear;
+  return p.parts == 1 && ceil_div(p.chunks, 4) <= kWarps * kRegisterSteps;
 }
 
 // Launchers of the two kernels (the dispatcher in decode_linear.cu picks one per shape).

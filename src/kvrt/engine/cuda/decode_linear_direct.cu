@@ -54,14 +54,36 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 
   int round = blockIdx.x;
   if (round < rounds) load(row_of(round), 0);
+  uint4 gamma[1] = {};  // in <= 2048 without loads after the wait (registers are scarce)
+  if constexpr (kNorm) load_staged_gamma<kThreads>(p, gamma, threadIdx.x);
   pdl_launch_dependents();
   pdl_wait();
-  stage_x<kNorm, kThreads, 4>(p, xs, reduce, threadIdx.x, [] { __syncthreads(); });
+  stage_x<kNorm, kThreads, 4>(p, xs, reduce, threadIdx.x, gamma, [] { __syncthreads(); });
   __syncthreads();
 
   const bool x_ok = g < p.tokens;
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
   const uint4 zero = make_uint4(0, 0, 0, 0);
+  // The epilogue's item i (tile slot, token, column j) goes to thread i % kThreads; its
+  // residual is loaded a round ahead.
+  constexpr int kOutputs = outputs_per_tile<kEpilogue>();
+  constexpr int kItemsPerThread = kWarps * kMaxTokens * kOutputs / kThreads;  // at most
+  const int items = per_round * kMaxTokens * kOutputs;
+  auto output_row = [&](int round_, int i) {
+    return (round_ * per_round + i / (kMaxTokens * kOutputs)) * kOutputs + i % kOutputs;
+  };
+  float residual[kItemsPerThread];
+  auto load_residuals = [&](int round_) {
+#pragma unroll
+    for (int m = 0; m < kItemsPerThread; ++m) {
+      const int i = threadIdx.x + m * kThreads;
+      residual[m] = i < items && round_ < rounds
+                        ? load_residual<kEpilogue>(p, i % (kMaxTokens * kOutputs) / kOutputs,
+                                                   output_row(round_, i))
+                        : 0.0f;
+    }
+  };
+  load_residuals(round);
   for (int buffer = 0, first = 1; round < rounds; round += gridDim.x, buffer ^= 1, first = 0) {
     const int row = row_of(round);
     // Two accumulators: half as long a chain of dependent MMAs.
@@ -82,8 +104,10 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
     float* partial = reduce + buffer * (kWarps * 64);
     reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
     __syncthreads();
-    constexpr int kOutputs = outputs_per_tile<kEpilogue>();
-    for (int i = threadIdx.x; i < per_round * kMaxTokens * kOutputs; i += kThreads) {
+#pragma unroll
+    for (int m = 0; m < kItemsPerThread; ++m) {
+      const int i = threadIdx.x + m * kThreads;
+      if (i >= items) break;
       const int slot = i / (kMaxTokens * kOutputs), e = i % (kMaxTokens * kOutputs);
       const int token = e / kOutputs, j = e % kOutputs;
       float sum = 0.0f, up = 0.0f;
@@ -91,8 +115,9 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
         sum += partial[v * 64 + token * kTileCols + j];
         if constexpr (kGlu) up += partial[v * 64 + token * kTileCols + 4 + j];
       }
-      store_output<kEpilogue>(p, token, (round * per_round + slot) * kOutputs + j, sum, up);
+      store_output<kEpilogue>(p, token, output_row(round, i), sum, up, residual[m]);
     }
+    load_residuals(round + gridDim.x);
   }
 }
 

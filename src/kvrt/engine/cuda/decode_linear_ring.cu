@@ -86,49 +86,34 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const bool x_ok = g < p.tokens;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // Whole-row slots: lane (g, t) of warp w only ever multiplies chunks 4 (w + 8 u) + t of
-  // token g, so it loads them (and the matching gamma chunks, which no kernel writes,
-  // before the PDL wait) straight into registers: no staging pass through shared memory.
+  // token g, so x goes straight into registers (load_x_registers). The second reduction
+  // buffer is the norm's scratch: the first tile's partials go to the first, and the
+  // second is written only after the first tile's barrier.
   uint4 xr[kRowsInSlot ? kRegisterSteps : 1];
   if constexpr (kRowsInSlot) {
-    uint4 gamma[kNorm ? kRegisterSteps : 1];
-    if constexpr (kNorm) {
-#pragma unroll
-      for (int u = 0; u < kRegisterSteps; ++u) {
-        const int c = 4 * (warp + u * kWarps) + t;
-        gamma[u] = c < p.chunks ? reinterpret_cast<const uint4*>(p.norm_w)[c] : zero;
-      }
-    }
+    auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
+    uint4 gamma[kRegisterSteps] = {};
+    if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
-    const uint4* x = reinterpret_cast<const uint4*>(p.x) + (x_ok ? g : 0) * p.chunks;
-#pragma unroll
-    for (int u = 0; u < kRegisterSteps; ++u) {
-      const int c = 4 * (warp + u * kWarps) + t;
-      xr[u] = c < p.chunks && x_ok ? x[c] : zero;
-    }
-    if constexpr (kNorm) {
-      // Scratch in the second reduction buffer: the first tile's partials go to the first,
-      // and the second is written only after the first tile's barrier.
-      float* squares = reduce + kWarps * 64;  // [warps][tokens]
-      float sum = 0.0f;
-#pragma unroll
-      for (int u = 0; u < kRegisterSteps; ++u) sum += sum_of_squares(xr[u]);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      if (t == 0) squares[warp * kMaxTokens + g] = sum;
-      consumer_sync();
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int v = 0; v < kWarps; ++v) row_sum += squares[v * kMaxTokens + g];
-      const float inv_rms = x_ok ? rsqrtf(row_sum / static_cast<float>(p.in) + p.eps) : 0.0f;
-#pragma unroll
-      for (int u = 0; u < kRegisterSteps; ++u) xr[u] = rms_normalize(xr[u], gamma[u], inv_rms);
-    }
+    load_x_registers<kNorm>(p, xr, gamma, chunk, reduce + kWarps * 64, consumer_sync);
   } else {
+    uint4 gamma[4] = {};  // in <= 8192 without loads after the wait
+    if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
-    stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, consumer_sync);
+    stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
     consumer_sync();
   }
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
+  // The epilogue: thread (token, j) writes output j of each tile; its residual is loaded a
+  // tile ahead.
+  constexpr int kOutputs = outputs_per_tile<kEpilogue>();
+  const bool writer = threadIdx.x < kMaxTokens * kOutputs;
+  const int out_token = threadIdx.x / kOutputs, out_col = threadIdx.x % kOutputs;
+  auto residual_of = [&](int tile) {
+    return writer && tile < end ? load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col)
+                                : 0.0f;
+  };
+  float residual = residual_of(first);
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
   // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
   // buffer again only after passing the barrier that follows the last reads of it.
@@ -136,16 +121,15 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     float* partial = reduce + buffer * (kWarps * 64);
     reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
     consumer_sync();
-    constexpr int kOutputs = outputs_per_tile<kEpilogue>();
-    if (threadIdx.x < kMaxTokens * kOutputs) {
-      const int token = threadIdx.x / kOutputs, j = threadIdx.x % kOutputs;
+    if (writer) {
       float sum = 0.0f, up = 0.0f;
 #pragma unroll
       for (int v = 0; v < kWarps; ++v) {
-        sum += partial[v * 64 + token * kTileCols + j];
-        if constexpr (kGlu) up += partial[v * 64 + token * kTileCols + 4 + j];
+        sum += partial[v * 64 + out_token * kTileCols + out_col];
+        if constexpr (kGlu) up += partial[v * 64 + out_token * kTileCols + 4 + out_col];
       }
-      store_output<kEpilogue>(p, token, tile * kOutputs + j, sum, up);
+      store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, residual);
+      residual = residual_of(tile + 1);
     }
   };
   int slot = 0;

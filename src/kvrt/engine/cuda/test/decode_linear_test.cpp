@@ -154,17 +154,24 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       ring(32, 2, 0, 1),   ring(256, 16, 0, 4), ring(1024, 4, 1, 1),    ring(2048, 3, 1, 2),
       ring(8192, 2, 1, 1), ring(8192, 3, 0, 1), ring(1024, 6, 0, 2, 0), direct(1, 3),
       direct(2, 2),        direct(4, 1),        direct(8, 3),           direct(8, 2, 0)};
-  const LinearCase cases[] = {{1, 2560, 2048, Variant::kNorm},
-                              {1, 300, 5632, Variant::kResidual},
-                              {3, 77, 776, Variant::kNormSwiglu},
-                              {8, 520, 8192, Variant::kResidualInPlace},
-                              {2, 1003, 2056, Variant::kNormF32},
-                              {1, 7, 776, Variant::kSwiglu},
-                              // x in registers (whole-row slots, in <= 2048): every token count, in
-                              // not a multiple of the 32 keys a warp's k-step covers.
-                              {8, 300, 2048, Variant::kNormSwiglu},
-                              {5, 64, 1000, Variant::kNorm},
-                              {7, 45, 2040, Variant::kResidual}};
+  const LinearCase cases[] = {
+      {1, 2560, 2048, Variant::kNorm},
+      {1, 300, 5632, Variant::kResidual},
+      {3, 77, 776, Variant::kNormSwiglu},
+      {8, 520, 8192, Variant::kResidualInPlace},
+      {2, 1003, 2056, Variant::kNormF32},
+      {1, 7, 776, Variant::kSwiglu},
+      // x in registers (whole-row slots, in <= 2048): every token count, in
+      // not a multiple of the 32 keys a warp's k-step covers.
+      {8, 300, 2048, Variant::kNormSwiglu},
+      {5, 64, 1000, Variant::kNorm},
+      {7, 45, 2040, Variant::kResidual},
+      // Staged x: a norm weight wider than the chunks loaded before the PDL wait.
+      {1, 40, 9000, Variant::kNorm},
+      // Residuals loaded a tile (round) ahead of the epilogue, in place, over blocks that
+      // own several tiles (and rounds of the direct kernel with one warp per tile).
+      {2, 8200, 1024, Variant::kResidualInPlace},
+      {1, 26000, 256, Variant::kResidualInPlace}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
