@@ -9,7 +9,7 @@
 // the median over replays is reported. Our kernels are timed with programmatic
 // dependent launch (as a captured decode step runs them) and without.
 //
-//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick]
+//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick]   (kernels_bench_main.cpp)
 //
 // The last rows per model time a whole decode step (decode_step_bench.cu). --quick runs
 // only the decode attention and decode step rows.
@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "kernels_bench.h"
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/kernels.h"
 #include "kvrt/engine/cuda/tuning.h"
@@ -422,24 +422,14 @@ void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model&
   report.bandwidth(m.name, "swiglu", swiglu_shape, 6.0 * tokens * m.inter, swiglu_us, 0.0);
 }
 
-int run(int argc, char** argv) {
-  std::string out_path;
-  bool quick = false;  // decode attention and decode step rows only
+}  // namespace
+
+int run_kernels_bench(const KernelsBenchOptions& options) {
+  const std::string& out_path = options.out_path;
+  const bool quick = options.quick;
+  g_sweep.enabled = options.sweep;
   Timer timer;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-      out_path = argv[++i];
-    } else if (std::strcmp(argv[i], "--sweep") == 0) {
-      g_sweep.enabled = true;
-    } else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
-      timer.iters = std::max(1, std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: kernels_bench [--out FILE] [--iters N] [--sweep] [--quick]\n");
-      return 2;
-    }
-  }
+  timer.iters = std::max(1, options.iters);
   std::string why;
   if (!cuda_device_available(&why)) die(why);
   cudaDeviceProp prop{};
@@ -508,9 +498,4 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
 }  // namespace kvrt::engine::cuda
-
-int main(int argc, char** argv) {
-  return kvrt::engine::cuda::run(argc, argv);
-}

@@ -50,5 +50,8 @@ function(kvrt_add_test name)
     set(labels cpu)
   endif()
   include(GoogleTest)
-  gtest_discover_tests(${name} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+  # Parameterized suites name their cases, so the test names stay without gtest's byte
+  # dump of the parameter (NO_PRETTY_VALUES keeps the name, drops the dump).
+  gtest_discover_tests(${name} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60
+                       NO_PRETTY_VALUES)
 endfunction()

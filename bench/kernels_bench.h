@@ -1,0 +1,20 @@
+// kernels_bench's entry point, called by kernels_bench_main.cpp after parsing the command
+// line (plain C++, so the parser needs no CUDA compiler).
+#pragma once
+
+#include <string>
+
+namespace kvrt::engine::cuda {
+
+struct KernelsBenchOptions {
+  std::string out_path;  // also write the tables here
+  int iters = 50;        // timed graph replays per case (the median is reported)
+  bool sweep = false;    // also every decode_linear geometry and attention/step variant
+  bool quick = false;    // only the decode attention and decode step rows
+};
+
+// Runs the benchmark and prints its tables; 0 on success. Exits with a message when no
+// CUDA device is usable or a CUDA call fails.
+int run_kernels_bench(const KernelsBenchOptions& options);
+
+}  // namespace kvrt::engine::cuda

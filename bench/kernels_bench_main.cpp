@@ -1,0 +1,19 @@
+// kernels_bench's command line; the benchmark itself is kernels_bench.cu.
+#include <CLI/CLI.hpp>
+
+#include "kernels_bench.h"
+
+int main(int argc, char** argv) {
+  kvrt::engine::cuda::KernelsBenchOptions options;
+  CLI::App app{
+      "Times the CUDA kernels at TinyLlama-1.1B and Llama-3.2-1B shapes against a "
+      "device copy and cuBLASLt measured in the same run."};
+  app.add_option("--out", options.out_path, "also write the tables to this file");
+  app.add_option("--iters", options.iters, "timed graph replays per case (median reported)")
+      ->check(CLI::Range(1, 100000));
+  app.add_flag("--sweep", options.sweep,
+               "also time every decode_linear geometry and the attention and step variants");
+  app.add_flag("--quick", options.quick, "only the decode attention and decode step rows");
+  CLI11_PARSE(app, argc, argv);
+  return kvrt::engine::cuda::run_kernels_bench(options);
+}
