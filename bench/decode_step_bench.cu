@@ -36,17 +36,12 @@ struct Layer {
   Buffer attn_norm, mlp_norm, qkv, o, gate_up, down, k_cache, v_cache;
 };
 
-// What decode_attention asks L2 for (DecodeAttention::l2_prefetch): the weights the
-// layer reads after it.
-enum class L2Hint { kNone, kOProj, kGateUp, kOProjAndGateUp };
-
 // How a step runs its attention.
 struct Variant {
   bool fused_rope = true;        // rope and the cache write inside decode_attention
   bool prefetch_history = true;  // DecodeAttention::prefetch_history
   bool attention = true;         // false: no rope, no attention (their share)
   int splits = 0;                // 0: decode_attention_splits()
-  L2Hint l2_hint = L2Hint::kNone;
 };
 
 struct Step {
@@ -111,12 +106,6 @@ struct Step {
     op.workspace = static_cast<float*>(workspace->ptr);
     op.workspace_bytes = workspace->bytes;
     op.prefetch_history = v.prefetch_history;
-    if (v.l2_hint == L2Hint::kOProj || v.l2_hint == L2Hint::kOProjAndGateUp) {
-      op.l2_prefetch[0] = {layer.o.ptr, layer.o.bytes};
-    }
-    if (v.l2_hint == L2Hint::kGateUp || v.l2_hint == L2Hint::kOProjAndGateUp) {
-      op.l2_prefetch[1] = {layer.gate_up.ptr, layer.gate_up.bytes};
-    }
     if (v.fused_rope) {
       op.rope_inv_freq = static_cast<const float*>(inv_freq->ptr);
       return decode_attention(op, s);
@@ -256,14 +245,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.splits = std::max(1, step.splits * factor / 2);
     char choice[64];
     std::snprintf(choice, sizeof(choice), "attention: %d splits", v.splits);
-    sweep.add(name, choice, step.bytes(), time(v));
-  }
-  for (const auto& [hint, choice] : std::vector<std::pair<L2Hint, const char*>>{
-           {L2Hint::kOProj, "attention asks L2 for the o_proj weights"},
-           {L2Hint::kGateUp, "attention asks L2 for the gate/up weights"},
-           {L2Hint::kOProjAndGateUp, "attention asks L2 for the o_proj and gate/up weights"}}) {
-    Variant v;
-    v.l2_hint = hint;
     sweep.add(name, choice, step.bytes(), time(v));
   }
   Variant none;

@@ -26,7 +26,6 @@
 #include <cmath>
 
 #include "kvrt/engine/cuda/attention_common.cuh"
-#include "kvrt/engine/cuda/bulk_copy.cuh"
 #include "kvrt/engine/cuda/launch.h"
 #include "kvrt/engine/cuda/rope_common.cuh"
 #include "kvrt/engine/cuda/tuning.h"
@@ -72,8 +71,6 @@ struct Params {
   int q_heads, kv_heads;
   bool prefetch_history;  // read position and rows < position before the PDL wait
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
-  const char* l2_ptr[2];  // DecodeAttention::l2_prefetch, 16-byte aligned inward
-  uint32_t l2_chunks[2];  // 16-byte chunks
 };
 
 std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
@@ -91,22 +88,6 @@ __device__ __forceinline__ void slice(const Params& p, int pos, int split, int* 
   const int chunk = ceil_div(ceil_div(len, p.splits), kChunkKeys) * kChunkKeys;
   *start = min(split * chunk, len);
   *end = min(*start + chunk, len);
-}
-
-// This block's share of the L2 hint: an equal slice of each region per block, asked for
-// in pieces of at most kL2Piece bytes.
-__device__ __forceinline__ void prefetch_l2_share(const Params& p) {
-  constexpr uint32_t kL2Piece = 256 * 1024;
-  const uint32_t blocks = gridDim.x * gridDim.y, block = blockIdx.y * gridDim.x + blockIdx.x;
-  for (int r = 0; r < 2; ++r) {
-    const uint64_t chunks = p.l2_chunks[r];
-    uint64_t begin = chunks * block / blocks * 16;
-    const uint64_t end = chunks * (block + 1) / blocks * 16;
-    for (; begin < end; begin += kL2Piece) {
-      const uint64_t piece = end - begin < kL2Piece ? end - begin : kL2Piece;
-      bulk_prefetch_l2(p.l2_ptr[r] + begin, static_cast<uint32_t>(piece));
-    }
-  }
 }
 
 // Copies `rows` rows of `dim` bf16 from global memory to padded shared-memory rows (plain
@@ -228,7 +209,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads)
       rope_angle(pos, p.rope_inv_freq[j], p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
     }
   }
-  if (threadIdx.x == 0) prefetch_l2_share(p);
   if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
 
@@ -514,12 +494,6 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
       !is_aligned(op.workspace, 16)) {
     return invalid_argument("decode_attention: q, caches and workspace must be 16-byte aligned");
   }
-  for (int r = 0; r < 2; ++r) {
-    if (op.l2_prefetch[r].ptr == nullptr && op.l2_prefetch[r].bytes > 0) {
-      return invalid_argument("decode_attention: l2_prefetch[", r, "] has ",
-                              op.l2_prefetch[r].bytes, " bytes but no pointer");
-    }
-  }
   Params p{};
   p.q = op.q;
   p.k = op.k_cache;
@@ -541,17 +515,6 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.q_heads = op.q_heads;
   p.kv_heads = op.kv_heads;
   p.early_dependents = g_next_launch.load() == DependentLaunch::kEarly;
-  for (int r = 0; r < 2; ++r) {
-    // Whole 16-byte chunks inside the region (a hint: the ragged ends are left out).
-    const auto begin = reinterpret_cast<uintptr_t>(op.l2_prefetch[r].ptr);
-    const uintptr_t first = (begin + 15) / 16 * 16,
-                    last = (begin + op.l2_prefetch[r].bytes) / 16 * 16;
-    p.l2_ptr[r] = reinterpret_cast<const char*>(first);
-    p.l2_chunks[r] =
-        begin != 0 && last > first
-            ? static_cast<uint32_t>(std::min<uintptr_t>((last - first) / 16, UINT32_MAX))
-            : 0;
-  }
   switch (op.head_dim) {
     case 64:
       return run<64>(op, p, stream);

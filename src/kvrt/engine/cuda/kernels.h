@@ -210,15 +210,6 @@ struct DecodeAttention {
   // and the row written already.
   const float* rope_inv_freq = nullptr;  // [head_dim/2], rope_inv_freq()
   float rope_attention_scaling = 1.0f;
-  // Optional L2 hint: memory the kernels after this one will read (the next weight
-  // matrices), which the blocks ask into L2 before the PDL wait. Decode attention reads a
-  // few MB of cache and is latency-bound, so HBM would otherwise idle while it runs. Only
-  // a hint: nothing is written, and results are the same with or without it.
-  struct L2Region {
-    const void* ptr = nullptr;
-    size_t bytes = 0;
-  };
-  L2Region l2_prefetch[2];
 };
 // A split count measured to suit the device: ~16, slices of at most ~1024 keys of
 // max_seq, at least half the multiprocessors busy; <= 512.

@@ -264,15 +264,6 @@ TEST(DecodeAttentionArguments, GroupThatDoesNotDivideIsRejected) {
   EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
 }
 
-TEST(DecodeAttentionArguments, L2HintWithoutPointerIsRejected) {
-  DecodeAttention op = host_op();
-  op.workspace_bytes = decode_attention_workspace_bytes(op.q_heads, op.head_dim, op.splits);
-  op.l2_prefetch[1].bytes = 4096;  // checked before anything touches memory
-  const Status status = decode_attention(op, nullptr);
-  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("l2_prefetch[1]"), std::string::npos) << status.message();
-}
-
 TEST(DecodeAttentionArguments, TooManySplitsAreRejected) {
   DecodeAttention op = host_op();
   op.max_seq = 4096;

@@ -64,8 +64,7 @@ struct Session {
   int splits;
 };
 
-// With `fused_rope`, decode_attention rotates and writes the cache row itself (and asks
-// L2 for the o_proj and gate/up weights).
+// With `fused_rope`, decode_attention rotates and writes the cache row itself.
 Status decode_step(const Weights& w, Session& s, const float* inv_freq, bool fused_rope,
                    cudaStream_t stream) {
   KVRT_RETURN_IF_ERROR(embedding_gather(w.embed.as_bf16(), kVocab, kHidden, s.token.get(), 1,
@@ -104,14 +103,7 @@ Status decode_step(const Weights& w, Session& s, const float* inv_freq, bool fus
   attention.splits = s.splits;
   attention.workspace = s.attn_workspace.get();
   attention.workspace_bytes = s.attn_workspace.bytes();
-  if (fused_rope) {
-    attention.rope_inv_freq = inv_freq;
-    // The L2 hint for the next weights (the eager run has none): the same bits either
-    // way. The second region starts and ends off the 16-byte grid.
-    attention.l2_prefetch[0] = {w.o.get(), w.o.bytes()};
-    attention.l2_prefetch[1] = {reinterpret_cast<const char*>(w.gate_up.get()) + 3,
-                                w.gate_up.bytes() - 5};
-  }
+  if (fused_rope) attention.rope_inv_freq = inv_freq;
   KVRT_RETURN_IF_ERROR(decode_attention(attention, stream));
 
   DecodeLinear o;
