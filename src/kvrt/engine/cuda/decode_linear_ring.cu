@@ -6,10 +6,11 @@
 //              stage_keys). W is constant, so it starts at once, before the previous
 //              kernel on the stream has finished (PDL): a launch's first slots are in
 //              flight while its predecessor drains
-//   consumers: 8 warps wait for the previous kernel, stage x in shared memory (RMS-
-//              normalized once per block when fused), split each slot's k-steps, free
-//              the slot, and at the end of a tile sum their partials in shared memory
-//              and run the epilogue
+//   consumers: 8 warps wait for the previous kernel, take x (RMS-normalized when
+//              fused) into registers when a slot holds whole rows of <= 2048 keys, or
+//              else stage it in shared memory, split each slot's k-steps, free the
+//              slot, and at the end of a tile sum their partials in shared memory and
+//              run the epilogue (its residual loaded a tile ahead)
 #include <algorithm>
 
 #include "kvrt/engine/cuda/bulk_copy.cuh"
