@@ -115,9 +115,9 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   gamma.random(1.0f, 8);
   res.random(1.0f, 9);
   const int launches = std::max(copies, 32);
-  auto launch_ours = [&](int i, cudaStream_t s) {
+  auto launch_with = [&](const bf16* weight, cudaStream_t s) {
     DecodeLinear op;
-    op.weight = weights[static_cast<size_t>(i % copies)]->bf();
+    op.weight = weight;
     op.input = x.bf();
     op.tokens = tokens;
     op.rows = rows;
@@ -131,6 +131,9 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       op.output = residual ? res.bf() : y.bf();
     }
     return decode_linear(op, s);
+  };
+  auto launch_ours = [&](int i, cudaStream_t s) {
+    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s);
   };
   const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
   const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
@@ -168,6 +171,16 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     char cell[64];
     std::snprintf(cell, sizeof(cell), "%.2f", library_us);
     g_sweep.linear.add(row, "library's choice", cell);
+    // The same launches reading one copy of W that stays in L2: what the launch costs
+    // when HBM is not the limit (its latency floor in the chain).
+    if (w_bytes <= 40u << 20) {
+      const auto resident = rotation(w_bytes, 1, 1.0f / 64);
+      auto launch_resident = [&](int, cudaStream_t s) { return launch_with(resident[0]->bf(), s); };
+      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_resident, launches));
+    } else {
+      std::snprintf(cell, sizeof(cell), "-");
+    }
+    g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {
@@ -217,16 +230,18 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   auto splits = decode_attention_splits(m.q_heads, m.kv_heads, length);
   check(splits.status());
   const double bytes = 2.0 * cache_bytes + 4.0 * m.q_heads * dim;
-  auto measure = [&](int split_count) {
+  // `rotate` false: every launch reads the first copy, which then stays in L2.
+  auto measure = [&](int split_count, bool rotate = true) {
     const size_t ws_bytes = decode_attention_workspace_bytes(m.q_heads, dim, split_count);
     Buffer workspace(ws_bytes);
     check(cudaMemset(workspace.ptr, 0, ws_bytes), "workspace");
     return timer.ours(
         [&](int i, cudaStream_t s) {
+          const size_t copy = rotate ? static_cast<size_t>(i % copies) : 0;
           DecodeAttention op;
           op.q = q.bf();
-          op.k_cache = k[static_cast<size_t>(i % copies)]->bf();
-          op.v_cache = v[static_cast<size_t>(i % copies)]->bf();
+          op.k_cache = k[copy]->bf();
+          op.v_cache = v[copy]->bf();
           op.position = position;
           op.out = out.bf();
           op.q_heads = m.q_heads;
@@ -253,6 +268,12 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
       }
     }
     set_decode_attention_tuning(DecodeAttentionTuning{});
+    if (2 * cache_bytes <= 40u << 20) {  // what a launch costs when HBM is not the limit
+      char shape[128], name[96];
+      std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
+      std::snprintf(name, sizeof(name), "%d splits, cache resident in L2", *splits);
+      g_sweep.add(shape, name, bytes, measure(*splits, false).first);
+    }
   }
   const auto us = measure(*splits);
   cudaFree(position);
