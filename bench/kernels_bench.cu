@@ -150,6 +150,8 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
                                                      {2048, 3, 2, 0},
                                                      {2048, 3, 2, 1},
                                                      {2048, 2, 2, 1},
+                                                     {2048, 3, 1, 1},
+                                                     {2048, 2, 1, 1},
                                                      {1024, 6, 1, 0},
                                                      {1024, 4, 2, 0}}) {
       DecodeLinearTuning t;

@@ -66,9 +66,12 @@ DecodeLinearTuning g_tuning_override;
 // The library's geometry, per shape class, from the sweep on the H200
 // (docs/kernels-sweep.md): wide rows stream best as two blocks per multiprocessor with
 // 1024-key slots; matrices of 2048-key rows as whole-row slots copied in one run per
-// tile (x then in registers). Grids are balanced (decode_linear_grid) where a block
-// streams several tiles; where a block's whole share fits its ring at once, more blocks
-// won. (No class depends on the token count since x moved into registers.)
+// tile (x then in registers). q/k/v-sized matrices run one block per SM with a ring
+// that holds the block's whole share, so the next launch's blocks are resident beside
+// them and stream their W while these finish. Grids are balanced (decode_linear_grid)
+// where a block streams several tiles; where a block's whole share fits its ring at
+// once, more blocks won. (No class depends on the token count since x moved into
+// registers.)
 DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double bytes = 2.0 * w_rows * in;
@@ -82,15 +85,11 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
     t.stages = 4;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
-  } else if (bytes <= 11 * kMiB) {  // q/k/v with few kv heads (TinyLlama)
+  } else if (bytes <= 16 * kMiB) {  // q/k/v: the next launch's blocks fit beside these
     t.stage_keys = 2048;
     t.stages = 3;
-    t.blocks_per_sm = 2;
-    t.contiguous = 1;
-  } else if (bytes <= 16 * kMiB) {  // q/k/v
-    t.stage_keys = 1024;
-    t.stages = 6;
     t.blocks_per_sm = 1;
+    t.contiguous = 1;
     t.balanced_grid = 0;
   } else if (in >= 4096) {  // down
     t.stage_keys = 1024;
