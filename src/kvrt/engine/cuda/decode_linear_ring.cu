@@ -31,7 +31,7 @@ __device__ __forceinline__ void consumer_sync() {
   named_barrier(kConsumerBarrier, kConsumers);
 }
 
-template <int kEpilogue, bool kNorm, bool kRowsInSlot>
+template <int kEpilogue, bool kNorm, bool kXInRegisters>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   extern __shared__ uint4 smem[];
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const int slot_bytes = kTileCols * p.row_stride;
   uint4* xs = reinterpret_cast<uint4*>(ring + static_cast<size_t>(p.stages) * slot_bytes);
   float* reduce =  // [2][warps][64]
-      reinterpret_cast<float*>(xs + (kRowsInSlot ? 0 : p.tokens * p.x_stride));
+      reinterpret_cast<float*>(xs + (kXInRegisters ? 0 : p.tokens * p.x_stride));
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // A contiguous run of tiles per block, sizes differing by at most one.
@@ -90,8 +90,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   // token g, so x goes straight into registers (load_x_registers). The second reduction
   // buffer is the norm's scratch: the first tile's partials go to the first, and the
   // second is written only after the first tile's barrier.
-  uint4 xr[kRowsInSlot ? kRegisterSteps : 1];
-  if constexpr (kRowsInSlot) {
+  uint4 xr[kXInRegisters ? kRegisterSteps : 1];
+  if constexpr (kXInRegisters) {
     auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
     uint4 gamma[kRegisterSteps] = {};
     if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
 
   // Both paths split each k-step's two MMAs over two accumulators: half as long a chain
   // of dependent MMAs.
-  if constexpr (kRowsInSlot) {
+  if constexpr (kXInRegisters) {
     for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       barrier_wait(&full[slot], parity);
@@ -191,8 +191,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
 }
 
 template <int kEpilogue>
-void (*pick(bool norm, bool rows_in_slot))(Params) {
-  if (rows_in_slot) {
+void (*pick(bool norm, bool x_in_registers))(Params) {
+  if (x_in_registers) {
     return norm ? ring_kernel<kEpilogue, true, true> : ring_kernel<kEpilogue, false, true>;
   }
   return norm ? ring_kernel<kEpilogue, true, false> : ring_kernel<kEpilogue, false, false>;
@@ -209,11 +209,11 @@ size_t decode_linear_ring_smem(const Params& p) {
 
 Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
                                  bool balanced, cudaStream_t stream) {
-  const bool rows_in_slot = ring_x_in_registers(p);
-  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, rows_in_slot)
-                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, rows_in_slot)
-                           : epilogue == kResidual ? pick<kResidual>(norm, rows_in_slot)
-                                                   : pick<kStore>(norm, rows_in_slot);
+  const bool x_in_registers = ring_x_in_registers(p);
+  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_in_registers)
+                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_in_registers)
+                           : epilogue == kResidual ? pick<kResidual>(norm, x_in_registers)
+                                                   : pick<kStore>(norm, x_in_registers);
   const size_t smem = decode_linear_ring_smem(p);
   const void* key = reinterpret_cast<const void*>(kernel);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
