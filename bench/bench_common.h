@@ -157,7 +157,6 @@ class Report {
   std::vector<std::string> rows_;
 };
 
-// Rows of the optional geometry sweep (--sweep): one line per shape and choice.
 // decode_linear geometries as a matrix: a row per shape, a column per geometry.
 struct GeometryMatrix {
   std::vector<std::string> columns;
@@ -188,6 +187,8 @@ struct GeometryMatrix {
   }
 };
 
+// Rows of the optional geometry sweep (--sweep): one line per shape and choice, and the
+// decode_linear matrix.
 struct Sweep {
   bool enabled = false;
   double copy_gbs = 0;
