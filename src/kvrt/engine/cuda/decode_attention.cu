@@ -419,6 +419,8 @@ template <int kDim>
 Status run(const DecodeAttention& op, const Params& p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<kDim>();
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
+  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim>);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
   return launch(decode_attention_kernel<kDim>, grid, dim3(Geometry<kDim>::kThreads), smem, stream,
                 "decode_attention", p);
 }

@@ -135,6 +135,8 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
                            : epilogue == kResidual ? pick<kResidual>(norm)
                                                    : pick<kStore>(norm);
   const size_t smem = static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4) + kReduceBytes;
+  const void* key = reinterpret_cast<const void*>(kernel);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int rounds = ceil_div(p.tiles, kWarps / p.split_k);
   const int grid = decode_linear_grid(rounds, std::max(1, blocks_per_sm) * sms, balanced);

@@ -215,6 +215,8 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int b
                            : epilogue == kResidual ? pick<kResidual>(norm, x_in_registers)
                                                    : pick<kStore>(norm, x_in_registers);
   const size_t smem = decode_linear_ring_smem(p);
+  const void* key = reinterpret_cast<const void*>(kernel);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
   return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", p);

@@ -78,21 +78,14 @@ bool programmatic_launch() {
 
 namespace detail {
 
-Status prepare_kernel(const void* kernel, size_t bytes, std::string_view name) {
+Status allow_shared_memory(const void* kernel, size_t bytes, std::string_view name) {
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int>, size_t> prepared;  // -> bytes allowed
+  static std::map<std::tuple<const void*, int>, size_t> granted;
+  if (bytes <= 48 * 1024) return Status();
   KVRT_ASSIGN_OR_RETURN(int device, current_device());
   std::lock_guard<std::mutex> lock(mutex);
-  auto entry = prepared.find({kernel, device});
-  if (entry == prepared.end()) {
-    KVRT_RETURN_IF_ERROR(
-        cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        cudaSharedmemCarveoutMaxShared),
-                   name));
-    entry = prepared.emplace(std::make_tuple(kernel, device), 48 * 1024).first;
-  }
-  size_t& allowed = entry->second;
-  if (allowed >= bytes) return Status();
+  size_t& have = granted[{kernel, device}];
+  if (have >= bytes) return Status();
   int limit = 0;
   KVRT_RETURN_IF_ERROR(cuda_check(
       cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), name));
@@ -104,7 +97,7 @@ Status prepare_kernel(const void* kernel, size_t bytes, std::string_view name) {
       cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(bytes)),
                  name));
-  allowed = bytes;
+  have = bytes;
   return Status();
 }
 

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "kvrt/engine/cuda/kernels.h"
-#include "kvrt/engine/cuda/launch.h"
 
 namespace kvrt::engine::cuda::detail {
 
@@ -80,7 +79,6 @@ __host__ __device__ constexpr int ceil_div(int a, int b) {
 template <typename... Params, typename... Args>
 Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
               std::string_view name, Args&&... args) {
-  KVRT_RETURN_IF_ERROR(prepare_kernel(reinterpret_cast<const void*>(kernel), smem, name));
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;

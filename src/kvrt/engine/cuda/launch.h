@@ -1,5 +1,5 @@
-// Host-side helpers shared by the kernel launchers (private to this folder): kernel
-// preparation (shared memory), occupancy for persistent grids, alignment checks, launch status.
+// Host-side helpers shared by the kernel launchers (private to this folder): shared
+// memory opt-in, occupancy for persistent grids, alignment checks, launch status.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,12 +12,9 @@
 
 namespace kvrt::engine::cuda::detail {
 
-// Prepares `kernel` for a launch with `bytes` of dynamic shared memory: once per kernel it
-// asks for the largest shared-memory carveout (a multiprocessor holds one L1/shared
-// split at a time, so kernels of one PDL chain that preferred different splits could
-// not share it), and it raises the 48 KiB dynamic limit when `bytes` needs it (error if
-// the device offers less). `launch` calls it for every kernel.
-Status prepare_kernel(const void* kernel, size_t bytes, std::string_view name);
+// Lets `kernel` use `bytes` of dynamic shared memory (raises the 48 KiB default once per
+// kernel and size); error if the device offers less.
+Status allow_shared_memory(const void* kernel, size_t bytes, std::string_view name);
 
 // How many blocks of `threads` threads and `smem` dynamic shared bytes fit on one
 // multiprocessor at once (cached per kernel, size and device); at least 1.

@@ -152,6 +152,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Param
 template <int kDim>
 Status run(const PrefillAttention& op, const Params& p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<kDim>();
+  const void* key = reinterpret_cast<const void*>(prefill_attention_kernel<kDim>);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "prefill_attention"));
   const dim3 grid(ceil_div(op.tokens, kTileQueries), op.q_heads);
   return launch(prefill_attention_kernel<kDim>, grid, dim3(kThreads), smem, stream,
                 "prefill_attention", p);
