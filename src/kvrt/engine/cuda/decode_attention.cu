@@ -221,9 +221,9 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   constexpr int kWarps = G::kWarps, kThreads = G::kThreads, kTileKeys = G::kTileKeys;
   constexpr int kStride = kDim + 8, kStages = G::kStages;
   constexpr int kTileElems = kTileKeys * kStride;
-  // The warps' partials reuse the K tiles, their maxima, sums and weights the query rows.
+  // The warps' partials reuse the K tiles, their maxima and sums the query rows.
   static_assert(kWarps * kRows * kDim * sizeof(float) <= kStages * kTileElems * sizeof(bf16));
-  static_assert((3 * kWarps + 2) * kRows * sizeof(float) <= kRows * kStride * sizeof(bf16));
+  static_assert(2 * kWarps * kRows * sizeof(float) <= kRows * kStride * sizeof(bf16));
   extern __shared__ uint4 decode_smem[];
   bf16* qs = reinterpret_cast<bf16*>(decode_smem);  // [16][kStride]
   bf16* k_new = qs + kRows * kStride;               // [kStride]
@@ -273,9 +273,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
 
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
-  float* merge_w = merge_l + kWarps * kRows;      // [kWarps][16]: weights in the block
-  float* new_weight = merge_w + kWarps * kRows;   // [16]
-  float* head_max = new_weight + kRows;           // [16]
   float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kDim]
   if (start < end) {
     copy_rows<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, kRows);
@@ -350,39 +347,30 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
       row_g8[1] = o[d][3];
     }
     __syncthreads();
-    // Each (warp, head) weight 2^(m - block max) once, not once per output column.
-    if (threadIdx.x < kWarps * kRows) {
-      const int r = threadIdx.x % kRows;
+    for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
+      const int r = i / kDim, d = i - r * kDim;
       // The slice is not empty: the first key's warp or the new row has a finite max.
       float block_max = has_new ? new_score[r] : -INFINITY;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, merge_m[w * kRows + r]);
-      merge_w[threadIdx.x] = exp2f(merge_m[threadIdx.x] - block_max);
-      if (threadIdx.x < kRows) {
-        new_weight[r] = has_new ? exp2f(new_score[r] - block_max) : 0.0f;
-        head_max[r] = block_max;
-      }
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
-      const int r = i / kDim, d = i - r * kDim;
       float out = 0.0f, sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
-        const float weight = merge_w[w * kRows + r];
+        const float weight = exp2f(merge_m[w * kRows + r] - block_max);
         out += weight * merge_o[(w * kRows + r) * kDim + d];
         sum += weight * merge_l[w * kRows + r];
       }
       if (has_new) {
-        out += new_weight[r] * __bfloat162float(v_new[d]);
-        sum += new_weight[r];
+        const float weight = exp2f(new_score[r] - block_max);
+        out += weight * __bfloat162float(v_new[d]);
+        sum += weight;
       }
       if (p.splits == 1) {
         p.out[static_cast<size_t>(head0 + r) * kDim + d] = __float2bfloat16(out / sum);
       } else {
         const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
         p.part_o[slot * kDim + d] = out;
-        if (d == 0) p.part_ml[slot] = make_float2(head_max[r], sum);
+        if (d == 0) p.part_ml[slot] = make_float2(block_max, sum);
       }
     }
   } else if (p.splits == 1) {  // nothing live (position < 0): zeros, as an empty softmax
@@ -403,19 +391,16 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   if (!p.early_dependents) pdl_launch_dependents();
   if (p.splits == 1) return;
 
-  // The last block of this head group to finish merges all splits. One thread counts the
-  // block done: the barrier puts every thread's partials before its release fence (fences
-  // are cumulative), and the last block's acquire fence, before the barrier that its
-  // threads pass, puts the other blocks' partials before their loads.
+  // The last block of this head group to finish merges all splits.
+  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    fence_acq_rel_gpu();
     const unsigned before = atomicInc(&p.counters[blockIdx.y], static_cast<unsigned>(p.splits - 1));
     last_block = before == static_cast<unsigned>(p.splits - 1);
-    if (last_block) fence_acq_rel_gpu();
   }
   __syncthreads();
   if (!last_block) return;
+  __threadfence();
 
   merge_splits<kDim>(p, head0, heads);
 }

@@ -51,12 +51,6 @@ __device__ __forceinline__ uint4 load_stream(const void* ptr, bool valid) {
   return v;
 }
 
-// A release and acquire fence at GPU scope: lighter than __threadfence(), which is a
-// sequentially consistent fence (fence.sc.gpu).
-__device__ __forceinline__ void fence_acq_rel_gpu() {
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
-
 // PDL: pdl_wait() blocks until the preceding kernel on the stream has completed and its
 // writes are visible (a no-op without PDL). Every kernel calls it, in every thread,
 // before it reads activations or writes anything, so that completion of any kernel
