@@ -406,11 +406,23 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
 }
 
 template <int kDim>
-Status run(const DecodeAttention& op, const Params& p, cudaStream_t stream) {
+Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<kDim>();
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
   const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim>);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
+  // The next kernel (o_proj, in a decode step) may launch at once when the grid runs in
+  // one wave: its blocks then stream their weights beside these. With several waves its
+  // parked blocks would take the slots of this grid's later waves.
+  DependentLaunch next = g_next_launch.load();
+  if (next == DependentLaunch::kDefault) {
+    KVRT_ASSIGN_OR_RETURN(int per_sm, resident_blocks(key, Geometry<kDim>::kThreads, smem));
+    KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
+    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
+    next = blocks <= static_cast<int64_t>(per_sm) * sms ? DependentLaunch::kEarly
+                                                        : DependentLaunch::kLate;
+  }
+  p.early_dependents = next == DependentLaunch::kEarly;
   return launch(decode_attention_kernel<kDim>, grid, dim3(Geometry<kDim>::kThreads), smem, stream,
                 "decode_attention", p);
 }
@@ -504,7 +516,6 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.rope_scaling = op.rope_attention_scaling;
   p.q_heads = op.q_heads;
   p.kv_heads = op.kv_heads;
-  p.early_dependents = g_next_launch.load() == DependentLaunch::kEarly;
   switch (op.head_dim) {
     case 64:
       return run<64>(op, p, stream);

@@ -35,7 +35,7 @@ void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
 
 // decode_attention's choice of where the next kernel of the stream may launch: kEarly
 // once its blocks have issued their cache prefetch, kLate once they have streamed their
-// slice.
+// slice; kDefault is early when the grid runs in one wave, late otherwise.
 enum class DependentLaunch { kDefault, kEarly, kLate };
 struct DecodeAttentionTuning {
   DependentLaunch next_launch = DependentLaunch::kDefault;
