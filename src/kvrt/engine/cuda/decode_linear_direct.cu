@@ -57,8 +57,15 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   uint4 gamma[1] = {};  // in <= 2048 without loads after the wait (registers are scarce)
   if constexpr (kNorm) load_staged_gamma<kThreads>(p, gamma, threadIdx.x);
   pdl_launch_dependents();
+  pdl_wait();
+  stage_x<kNorm, kThreads, 4>(p, xs, reduce, threadIdx.x, gamma, [] { __syncthreads(); });
+  __syncthreads();
+
+  const bool x_ok = g < p.tokens;
+  const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
   // The epilogue's item i (tile slot, token, column j) goes to thread i % kThreads; its
-  // residual is loaded a round ahead, the first one right after the PDL wait.
+  // residual is loaded a round ahead.
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   constexpr int kItemsPerThread = kWarps * kMaxTokens * kOutputs / kThreads;  // at most
   const int items = per_round * kMaxTokens * kOutputs;
@@ -76,14 +83,7 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
                         : 0.0f;
     }
   };
-  pdl_wait();
   load_residuals(round);
-  stage_x<kNorm, kThreads, 4>(p, xs, reduce, threadIdx.x, gamma, [] { __syncthreads(); });
-  __syncthreads();
-
-  const bool x_ok = g < p.tokens;
-  const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int buffer = 0, first = 1; round < rounds; round += gridDim.x, buffer ^= 1, first = 0) {
     const int row = row_of(round);
     // Two accumulators: half as long a chain of dependent MMAs.

@@ -86,16 +86,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const int g = lane >> 2, t = lane & 3;
   const bool x_ok = g < p.tokens;
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  // The epilogue: thread (token, j) writes output j of each tile; its residual is loaded a
-  // tile ahead, the first one right after the PDL wait, while x is still on its way.
-  constexpr int kOutputs = outputs_per_tile<kEpilogue>();
-  const bool writer = threadIdx.x < kMaxTokens * kOutputs;
-  const int out_token = threadIdx.x / kOutputs, out_col = threadIdx.x % kOutputs;
-  auto residual_of = [&](int tile) {
-    return writer && tile < end ? load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col)
-                                : 0.0f;
-  };
-  float residual = 0.0f;
   // Whole-row slots: lane (g, t) of warp w only ever multiplies chunks 4 (w + 8 u) + t of
   // token g, so x goes straight into registers (load_x_registers). The second reduction
   // buffer is the norm's scratch: the first tile's partials go to the first, and the
@@ -106,17 +96,25 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     uint4 gamma[kRegisterSteps] = {};
     if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
-    residual = residual_of(first);
     load_x_registers<kNorm>(p, xr, gamma, chunk, reduce + kWarps * 64, consumer_sync);
   } else {
     uint4 gamma[4] = {};  // in <= 8192 without loads after the wait
     if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
-    residual = residual_of(first);
     stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
     consumer_sync();
   }
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
+  // The epilogue: thread (token, j) writes output j of each tile; its residual is loaded a
+  // tile ahead.
+  constexpr int kOutputs = outputs_per_tile<kEpilogue>();
+  const bool writer = threadIdx.x < kMaxTokens * kOutputs;
+  const int out_token = threadIdx.x / kOutputs, out_col = threadIdx.x % kOutputs;
+  auto residual_of = [&](int tile) {
+    return writer && tile < end ? load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col)
+                                : 0.0f;
+  };
+  float residual = residual_of(first);
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
   // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
   // buffer again only after passing the barrier that follows the last reads of it.
