@@ -158,78 +158,53 @@ __device__ __forceinline__ void rotate_and_write_row(bf16* qs, bf16* k_new, cons
 
 // The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
 // ... and walks the splits in batches of 16 whose (max, sum) and partial outputs are all
-// requested at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
+// loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
 // against loading the maxima first, then the outputs in two batches) — merging each
-// batch into a running softmax; an empty split (sum 0) weighs nothing. The outputs land
-// in `stage` (shared memory, [16][threads] float4) through cp.async rather than in
-// registers, and with 16 or 32 items per head (a head's items then sit in one warp on
-// 16-lane boundaries) lane i loads split i % 16's (max, sum) and the lanes share them by
-// shuffles: few registers, so the next kernel's blocks fit beside this one.
+// batch into a running softmax; an empty split (sum 0) weighs nothing.
 template <int kDim>
-__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads, float4* stage) {
-  constexpr int kBatch = 16, kColumns = kDim / 4, kThreads = Geometry<kDim>::kThreads;
-  constexpr bool kShared = kColumns % 16 == 0;
-  const int lane = threadIdx.x & 31;
-  const int items = heads * kColumns;
-  for (int base = 0; base < items; base += kThreads) {  // uniform: every lane shuffles
-    const int item = base + threadIdx.x;
-    const bool live_item = item < items;
-    const int r = live_item ? item / kColumns : 0, d4 = live_item ? item - r * kColumns : 0;
+__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads) {
+  constexpr int kBatch = 16, kColumns = kDim / 4;
+  for (int item = threadIdx.x; item < heads * kColumns; item += Geometry<kDim>::kThreads) {
+    const int r = item / kColumns, d4 = item - r * kColumns;
     const size_t first_slot = static_cast<size_t>(head0 + r) * p.splits;
     const float2* ml = p.part_ml + first_slot;
     const float4* o = reinterpret_cast<const float4*>(p.part_o) + first_slot * kColumns + d4;
     float running_max = -INFINITY, total = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s0 = 0; s0 < p.splits; s0 += kBatch) {
+      float2 split_ml[kBatch];
+      float4 split_o[kBatch];
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        const bool live = live_item && s0 + k < p.splits;
-        cp_async_16(stage + k * kThreads + threadIdx.x,
-                    live ? o + static_cast<size_t>(s0 + k) * kColumns : o, live);
-      }
-      cp_async_commit();
-      float2 split_ml[kBatch];
-      if constexpr (kShared) {
-        const bool live = live_item && s0 + lane % 16 < p.splits;
-        const float2 lane_ml = live ? __ldcg(ml + s0 + lane % 16) : make_float2(-INFINITY, 0.0f);
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int from = (lane & 16) | k;
-          split_ml[k] = make_float2(__shfl_sync(0xffffffffu, lane_ml.x, from),
-                                    __shfl_sync(0xffffffffu, lane_ml.y, from));
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const bool live = live_item && s0 + k < p.splits;
-          split_ml[k] = live ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
-        }
+        const bool live = s0 + k < p.splits;
+        split_ml[k] = live ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
+        split_o[k] = live ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
       float batch_max = running_max;
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        if (split_ml[k].y > 0.0f) batch_max = fmaxf(batch_max, split_ml[k].x);
+        if (split_ml[k].y > 0.0f) {
+          batch_max = fmaxf(batch_max, split_ml[k].x);
+        } else {
+          split_o[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // whatever an empty split left
+        }
       }
-      cp_async_wait<0>();                    // this thread's outputs; no other thread reads them
-      if (batch_max == -INFINITY) continue;  // only empty splits so far
+      if (batch_max == -INFINITY) continue;                  // only empty splits so far
       const float rescale = exp2f(running_max - batch_max);  // 0 while nothing merged
       total *= rescale;
       acc = make_float4(acc.x * rescale, acc.y * rescale, acc.z * rescale, acc.w * rescale);
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        if (split_ml[k].y > 0.0f) {  // whatever an empty split left is never read
-          const float w = exp2f(split_ml[k].x - batch_max);
-          const float4 v = stage[k * kThreads + threadIdx.x];
-          total += w * split_ml[k].y;
-          acc.x += w * v.x;
-          acc.y += w * v.y;
-          acc.z += w * v.z;
-          acc.w += w * v.w;
-        }
+        const float w = split_ml[k].y > 0.0f ? exp2f(split_ml[k].x - batch_max) : 0.0f;
+        total += w * split_ml[k].y;
+        acc.x += w * split_o[k].x;
+        acc.y += w * split_o[k].y;
+        acc.z += w * split_o[k].z;
+        acc.w += w * split_o[k].w;
       }
       running_max = batch_max;
     }
-    if (!live_item) continue;
     const float inv = total > 0.0f ? 1.0f / total : 0.0f;
     bf16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
     *reinterpret_cast<uint2*>(out) =
@@ -247,8 +222,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   constexpr int kStride = kDim + 8, kStages = G::kStages;
   constexpr int kTileElems = kTileKeys * kStride;
   // The warps' partials reuse the K tiles, their maxima and sums the query rows.
-  // The cross-split merge stages 16 float4 per thread in the K and V tiles.
-  static_assert(16 * kThreads * sizeof(float4) <= 2 * kStages * kTileElems * sizeof(bf16));
   static_assert(kWarps * kRows * kDim * sizeof(float) <= kStages * kTileElems * sizeof(bf16));
   static_assert(2 * kWarps * kRows * sizeof(float) <= kRows * kStride * sizeof(bf16));
   extern __shared__ uint4 decode_smem[];
@@ -429,7 +402,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   if (!last_block) return;
   __threadfence();
 
-  merge_splits<kDim>(p, head0, heads, reinterpret_cast<float4*>(ks));
+  merge_splits<kDim>(p, head0, heads);
 }
 
 template <int kDim>
