@@ -222,4 +222,8 @@ struct Sweep {
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context);
 
+// Per-block timelines of each model's decode_linear chains, as markdown
+// (decode_linear_trace.cu); exits unless the build records them.
+std::string trace_decode_linear(Timer& timer, const std::vector<Model>& models);
+
 }  // namespace kvrt::engine::cuda::bench

@@ -11,6 +11,7 @@ struct KernelsBenchOptions {
   int iters = 50;        // timed graph replays per case (the median is reported)
   bool sweep = false;    // also every decode_linear geometry and attention/step variant
   bool quick = false;    // only the decode attention and decode step rows
+  bool trace = false;    // only the decode_linear timelines (a KVRT_KERNEL_TRACE build)
 };
 
 // Runs the benchmark and prints its tables; 0 on success. Exits with a message when no

@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   app.add_flag("--sweep", options.sweep,
                "also time every decode_linear geometry and the attention and step variants");
   app.add_flag("--quick", options.quick, "only the decode attention and decode step rows");
+  app.add_flag("--trace", options.trace,
+               "only the per-block timelines of the decode_linear chains (needs a build "
+               "configured with -DKVRT_KERNEL_TRACE=ON)");
   CLI11_PARSE(app, argc, argv);
   return kvrt::engine::cuda::run_kernels_bench(options);
 }

@@ -15,6 +15,7 @@
 
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/mma.cuh"
+#include "kvrt/engine/cuda/trace.h"
 
 namespace kvrt::engine::cuda::detail::decode_linear {
 
@@ -49,6 +50,9 @@ struct Params {
   int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
+#if KVRT_KERNEL_TRACE
+  uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
+#endif
 };
 
 // Sum of the squares of a chunk's 8 bf16 values.

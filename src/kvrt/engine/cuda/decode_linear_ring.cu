@@ -16,6 +16,7 @@
 #include "kvrt/engine/cuda/bulk_copy.cuh"
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
+#include "kvrt/engine/cuda/trace.cuh"
 
 namespace kvrt::engine::cuda::detail {
 namespace {
@@ -49,6 +50,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const int end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
   const int total = (end - first) * p.parts;  // ring slots this block fills
 
+  KVRT_TRACE_BEGIN();
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       barrier_init(&full[s], 1);
@@ -80,6 +82,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
         bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot]);
       }
     }
+    if (lane == 0) KVRT_TRACE(kTraceProducerDone);
     return;
   }
 
@@ -96,14 +99,17 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     uint4 gamma[kRegisterSteps] = {};
     if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     load_x_registers<kNorm>(p, xr, gamma, chunk, reduce + kWarps * 64, consumer_sync);
   } else {
     uint4 gamma[4] = {};  // in <= 8192 without loads after the wait
     if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
     consumer_sync();
   }
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
   // The epilogue: thread (token, j) writes output j of each tile; its residual is loaded a
   // tile ahead.
@@ -148,6 +154,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       barrier_wait(&full[slot], parity);
+      if (threadIdx.x == 0 && tile == first) KVRT_TRACE(kTraceFirstSlotFull);
+      if (threadIdx.x == 0 && tile == end - 1) KVRT_TRACE(kTraceLastSlotFull);
       const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
 #pragma unroll
       for (int u = 0; u < kRegisterSteps; ++u) {
@@ -167,6 +175,10 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int part = 0; part < p.parts; ++part) {
         barrier_wait(&full[slot], parity);
+        if (threadIdx.x == 0 && tile == first && part == 0) KVRT_TRACE(kTraceFirstSlotFull);
+        if (threadIdx.x == 0 && tile == end - 1 && part == p.parts - 1) {
+          KVRT_TRACE(kTraceLastSlotFull);
+        }
         const int k0_chunk = part * (p.stage_keys / 8);
         const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
         const int steps = ceil_div(chunks, 4);
@@ -188,6 +200,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       finish_tile(tile, buffer, acc);
     }
   }
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
+  KVRT_TRACE_END(p.trace);
 }
 
 template <int kEpilogue>
@@ -219,7 +233,13 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int b
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
   const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
+#if KVRT_KERNEL_TRACE
+  Params traced = p;
+  traced.trace = trace_rows_for_next_launch(grid);
+  return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", traced);
+#else
   return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", p);
+#endif
 }
 
 }  // namespace kvrt::engine::cuda::detail
