@@ -9,12 +9,15 @@
 // the median over replays is reported. Our kernels are timed with programmatic
 // dependent launch (as a captured decode step runs them) and without.
 //
-//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick]   (kernels_bench_main.cpp)
+//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--trace]
+//   (kernels_bench_main.cpp)
 //
 // The last rows per model time a whole decode step (decode_step_bench.cu). --quick runs
 // only the decode attention and decode step rows.
 // --sweep also times every launch geometry of decode_linear and several split counts of
-// decode_attention at each shape, and appends that table.
+// decode_attention at each shape, and appends that table. --trace prints only the
+// per-block timelines of the decode_linear chains (decode_linear_trace.cu; needs a build
+// configured with -DKVRT_KERNEL_TRACE=ON).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -144,22 +147,28 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   if (g_sweep.enabled) {
     const std::string row = std::string(m.name) + " " + kernel + " " + shape;
     std::vector<DecodeLinearTuning> choices;
-    for (const auto& [keys, stages, per_sm, contiguous] :
-         std::vector<std::tuple<int, int, int, int>>{{2048, 4, 1, 0},
-                                                     {2048, 4, 1, 1},
-                                                     {2048, 3, 2, 0},
-                                                     {2048, 3, 2, 1},
-                                                     {2048, 2, 2, 1},
-                                                     {2048, 3, 1, 1},
-                                                     {2048, 2, 1, 1},
-                                                     {1024, 6, 1, 0},
-                                                     {1024, 4, 2, 0}}) {
+    for (const auto& [keys, stages, per_sm, contiguous, row_pad] :
+         std::vector<std::tuple<int, int, int, int, int>>{{2048, 4, 1, 0, 16},
+                                                          {2048, 4, 1, 1, 16},
+                                                          {2048, 3, 2, 0, 16},
+                                                          {2048, 3, 2, 1, 16},
+                                                          {2048, 2, 2, 1, 16},
+                                                          {2048, 3, 1, 1, 16},
+                                                          {2048, 2, 1, 1, 16},
+                                                          {1024, 6, 1, 0, 16},
+                                                          {1024, 4, 2, 0, 16},
+                                                          {1024, 4, 2, 0, 64},
+                                                          {1024, 4, 2, 0, 0},
+                                                          {1024, 5, 2, 0, 0},
+                                                          {2048, 2, 2, 0, 0},
+                                                          {1024, 6, 1, 0, 0}}) {
       DecodeLinearTuning t;
       t.kernel = DecodeLinearKernel::kRing;
       t.stage_keys = keys;
       t.stages = stages;
       t.blocks_per_sm = per_sm;
       t.contiguous = contiguous;
+      t.row_pad = row_pad;
       choices.push_back(t);
     }
     for (int split_k : {4, 8}) {
@@ -194,7 +203,10 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       if (choice.kernel == DecodeLinearKernel::kRing) {
         std::snprintf(name, sizeof(name), "ring %d keys, %d deep, %d/SM%s", choice.stage_keys,
                       choice.stages, choice.blocks_per_sm,
-                      choice.contiguous > 0 ? ", contiguous" : "");
+                      choice.contiguous > 0  ? ", contiguous"
+                      : choice.row_pad == 64 ? ", rows padded 64 B"
+                      : choice.row_pad == 0  ? ", rows unpadded"
+                                             : "");
       } else {
         std::snprintf(name, sizeof(name), "direct split_k %d, %d/SM", choice.split_k,
                       choice.blocks_per_sm);
@@ -459,6 +471,20 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   check(cudaStreamCreateWithFlags(&timer.stream, cudaStreamNonBlocking), "stream");
 
+  const std::vector<Model> models = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64, 22},
+                                     {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64, 16}};
+  auto write = [&](const std::string& text) {
+    if (out_path.empty()) return;
+    FILE* file = std::fopen(out_path.c_str(), "w");
+    if (file == nullptr) die("cannot write " + out_path);
+    std::fputs(text.c_str(), file);
+    std::fclose(file);
+  };
+  if (options.trace) {
+    write(std::string("Device: ") + prop.name + ". " + trace_decode_linear(timer, models));
+    return 0;
+  }
+
   const CopyBandwidth copy = copy_bandwidth(timer);
   const double copy_gbs = copy.best();
   char header[1024];
@@ -476,8 +502,6 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   Report report(copy_gbs);
   g_sweep.copy_gbs = copy_gbs;
   bench_floor(timer, report);
-  const Model models[] = {{"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64, 22},
-                          {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64, 16}};
   for (const Model& m : models) {
     if (quick) {
       bench_decode_attention(timer, report, m, 4096);
@@ -512,12 +536,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   std::string text = std::string(header) + "\n" + report.table();
   if (g_sweep.enabled) text += "\nGeometry sweep\n\n" + g_sweep.table();
   std::printf("\n%s", text.c_str());
-  if (!out_path.empty()) {
-    FILE* file = std::fopen(out_path.c_str(), "w");
-    if (file == nullptr) die("cannot write " + out_path);
-    std::fputs(text.c_str(), file);
-    std::fclose(file);
-  }
+  write(text);
   return 0;
 }
 

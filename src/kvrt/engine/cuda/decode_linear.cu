@@ -80,6 +80,7 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
   t.contiguous = 0;
   t.split_k = 8;
   t.balanced_grid = 1;
+  t.row_pad = 0;  // every copy 128-byte aligned: faster than conflict-free reads
   if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj
     t.stage_keys = 1024;
     t.stages = 4;
@@ -123,6 +124,7 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.contiguous >= 0) t.contiguous = o.contiguous;
   if (o.balanced_grid >= 0) t.balanced_grid = o.balanced_grid;
   if (o.split_k > 0) t.split_k = o.split_k;
+  if (o.row_pad >= 0) t.row_pad = o.row_pad;
   return t;
 }
 
@@ -160,18 +162,21 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
     return launch_decode_linear_direct(p, epilogue, norm, tuning.blocks_per_sm,
                                        tuning.balanced_grid > 0, stream);
   }
-  // Near-equal slots of a multiple of 16 keys: the padded row stride is then an odd
-  // number of 16-byte units, so the 8 rows a warp reads sit in different bank groups.
+  // Near-equal slots of a multiple of 16 keys (row stride an odd number of 16-byte units
+  // with the 16-byte pad, so the 8 rows a warp reads sit in different bank groups), or
+  // of 64 keys when the rows are to start 128-byte aligned (DecodeLinearTuning::row_pad).
+  const int row_pad = tuning.row_pad == 16 || tuning.row_pad == 64 ? tuning.row_pad : 0;
+  const int granule = row_pad == 16 ? 16 : 64;
   auto set_slots = [&](int target_keys) {
-    const int wanted = ceil_div(op.in, std::max(16, target_keys / 16 * 16));
-    p.stage_keys = ceil_div(ceil_div(op.in, wanted), 16) * 16;
+    const int wanted = ceil_div(op.in, std::max(granule, target_keys / granule * granule));
+    p.stage_keys = ceil_div(ceil_div(op.in, wanted), granule) * granule;
     p.parts = ceil_div(op.in, p.stage_keys);
-    p.row_stride = p.stage_keys * 2 + 16;
+    p.row_stride = p.stage_keys * 2 + row_pad;
   };
   set_slots(tuning.stage_keys);
   p.stages = std::clamp(tuning.stages, 2, kMaxStages);
   while (p.stages > 2 && decode_linear_ring_smem(p) > kMaxBlockSmem) --p.stages;
-  while (p.stage_keys > 16 && decode_linear_ring_smem(p) > kMaxBlockSmem) {  // wide x, many tokens
+  while (p.stage_keys > granule && decode_linear_ring_smem(p) > kMaxBlockSmem) {  // wide x
     set_slots(p.stage_keys / 2);
   }
   if (tuning.contiguous > 0 && p.parts == 1) {  // whole rows: one unpadded run per tile

@@ -18,6 +18,13 @@ struct DecodeLinearTuning {
   int stages = 0;       // ring slots per block (2..16)
   int contiguous = -1;  // 1: one bulk copy per tile (or per SwiGLU half) when a slot
                         // holds whole rows, unpadded; 0: one copy per row, padded
+  // Bytes after each W row of a slot copied row by row: 16 (row starts step through
+  // every 16-byte bank group: reads conflict-free, copies land 16-byte aligned), 64
+  // (conflict-free, even rows 128-byte aligned) or 0 (every row 128-byte aligned, 2-way
+  // read conflicts). With 64 or 0 slots hold a multiple of 64 keys, so every copy's
+  // source is 128-byte aligned as well. The library pads none: aligned copies stream
+  // faster than conflict-free reads save (docs/kernels-sweep.md).
+  int row_pad = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };

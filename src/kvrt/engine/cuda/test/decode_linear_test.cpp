@@ -125,16 +125,18 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
 }
 
 // Every launch geometry the benchmark compares computes the same thing. Ring kernel:
-// thin and wide slots (a tile split into many slots, or one), padded rows and one
-// contiguous run per tile, shallow and deep rings, one and several blocks per
+// thin and wide slots (a tile split into many slots, or one), rows padded by 16, 64 or
+// 0 bytes and one contiguous run per tile, shallow and deep rings, one and several blocks per
 // multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
 // slots over in <= 2048) or staged in shared memory. Direct kernel: 1, 2, 4 and 8 warps
 // per tile.
 TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
-  auto ring = [](int stage_keys, int stages, int contiguous, int per_sm, int balanced = 1) {
+  auto ring = [](int stage_keys, int stages, int contiguous, int per_sm, int balanced = 1,
+                 int row_pad = -1) {
     DecodeLinearTuning t;
     t.balanced_grid = balanced;
+    t.row_pad = row_pad;
     t.kernel = DecodeLinearKernel::kRing;
     t.stage_keys = stage_keys;
     t.stages = stages;
@@ -150,10 +152,21 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
     t.blocks_per_sm = per_sm;
     return t;
   };
-  const DecodeLinearTuning tunings[] = {
-      ring(32, 2, 0, 1),   ring(256, 16, 0, 4), ring(1024, 4, 1, 1),    ring(2048, 3, 1, 2),
-      ring(8192, 2, 1, 1), ring(8192, 3, 0, 1), ring(1024, 6, 0, 2, 0), direct(1, 3),
-      direct(2, 2),        direct(4, 1),        direct(8, 3),           direct(8, 2, 0)};
+  const DecodeLinearTuning tunings[] = {ring(32, 2, 0, 1),
+                                        ring(256, 16, 0, 4),
+                                        ring(1024, 4, 1, 1),
+                                        ring(2048, 3, 1, 2),
+                                        ring(8192, 2, 1, 1),
+                                        ring(8192, 3, 0, 1),
+                                        ring(1024, 6, 0, 2, 0),
+                                        direct(1, 3),
+                                        direct(2, 2),
+                                        direct(4, 1),
+                                        direct(8, 3),
+                                        direct(8, 2, 0),
+                                        ring(1024, 4, 0, 2, 0, 0),
+                                        ring(1024, 4, 0, 2, 1, 64),
+                                        ring(96, 3, 0, 1, 1, 0)};
   const LinearCase cases[] = {
       {1, 2560, 2048, Variant::kNorm},
       {1, 300, 5632, Variant::kResidual},
@@ -177,9 +190,10 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
     for (const LinearCase& c : cases) {
       SCOPED_TRACE(testing::param_name(
           tuning.kernel == DecodeLinearKernel::kRing ? "ring" : "direct", "_stage_keys",
-          tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_split_k",
-          tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced", tuning.balanced_grid, "_t",
-          c.tokens, "_rows", c.rows, "_in", c.in, "_", variant_name(c.variant)));
+          tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_pad",
+          tuning.row_pad, "_split_k", tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced",
+          tuning.balanced_grid, "_t", c.tokens, "_rows", c.rows, "_in", c.in, "_",
+          variant_name(c.variant)));
       check_linear(c);
     }
   }
