@@ -205,7 +205,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
                       choice.stages, choice.blocks_per_sm,
                       choice.contiguous > 0  ? ", contiguous"
                       : choice.row_pad == 64 ? ", rows padded 64 B"
-                      : choice.row_pad == 0  ? ", rows unpadded"
+                      : choice.row_pad == 16 ? ", rows padded 16 B"
                                              : "");
       } else {
         std::snprintf(name, sizeof(name), "direct split_k %d, %d/SM", choice.split_k,
