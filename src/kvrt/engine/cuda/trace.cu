@@ -13,11 +13,10 @@ int64_t g_trace_launches = 0;
 
 // Spins 2 ms of globaltimer and reports both clocks' progress.
 __global__ void clock_rate_kernel(unsigned long long* out) {
-  uint64_t start_ns;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start_ns));
+  const uint64_t start_ns = detail::global_timer_ns();
   const long long start_clock = clock64();
   uint64_t now_ns = start_ns;
-  while (now_ns - start_ns < 2000000) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now_ns));
+  while (now_ns - start_ns < 2000000) now_ns = detail::global_timer_ns();
   out[0] = now_ns - start_ns;
   out[1] = static_cast<unsigned long long>(clock64() - start_clock);
 }

@@ -14,13 +14,13 @@ static_assert(kTracePoints <= 16, "KVRT_TRACE_BEGIN keeps 16 stamps");
 // This launch's rows (the trace's stamps at its slot), or null when it records nothing.
 uint64_t* trace_rows_for_next_launch(int blocks);
 
-#if KVRT_KERNEL_TRACE
 __device__ __forceinline__ uint64_t global_timer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
 
+#if KVRT_KERNEL_TRACE
 // 128 bytes, 128-byte aligned: the dynamic shared memory after it (the kernels' rings)
 // keeps its alignment, without which the copy engine lands slots markedly slower.
 #define KVRT_TRACE_BEGIN()                                                 \
