@@ -5,8 +5,6 @@
 // ours with decode_attention reading all of its cache after the PDL wait, and a peer
 // step whose linear layers are cuBLASLt GEMMs with separate RMSNorm and SwiGLU kernels
 // (attention ours in both). The argmax is left out (it has its own row).
-#include <vector>
-
 #include "bench_common.h"
 #include "kvrt/engine/cuda/tuning.h"
 
@@ -44,10 +42,6 @@ struct Variant {
   bool prefetch_history = true;  // DecodeAttention::prefetch_history
   bool attention = true;         // false: no rope, no attention (their share)
   int splits = 0;                // 0: decode_attention_splits()
-  // Which decode_linear launches ask L2 for the next one's first slots
-  // (DecodeLinear::prefetch_next): 0 none, 1 those followed by another decode_linear,
-  // 2 also q/k/v (for o_proj, across attention).
-  int prefetch = 1;
 };
 
 struct Step {
@@ -134,39 +128,29 @@ struct Step {
   Status ours(const Variant& v, cudaStream_t s) {
     KVRT_RETURN_IF_ERROR(embedding_gather(embed.bf(), m.vocab, m.hidden,
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
-    // Every linear layer first, so each can name the one after it.
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
-    std::vector<DecodeLinear> ops;
-    ops.reserve(4 * layers.size() + 1);
     for (const auto& layer : layers) {
-      ops.push_back(
-          linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv));
-      ops.push_back(
-          linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h));
-      ops.push_back(
-          linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act));
-      ops.push_back(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h));
+      KVRT_RETURN_IF_ERROR(
+          linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
+      if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
+      KVRT_RETURN_IF_ERROR(
+          linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
+      KVRT_RETURN_IF_ERROR(
+          linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
+      KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
     }
-    DecodeLinear head = linear(lm_head, h, m.vocab, m.hidden, &final_norm, false, false, logits);
-    head.output = nullptr;
+    DecodeLinear head;
+    head.weight = lm_head.bf();
+    head.input = h.bf();
+    head.rows = m.vocab;
+    head.in = m.hidden;
+    head.norm_weight = final_norm.bf();
     head.output_f32 = static_cast<float*>(logits.ptr);
-    ops.push_back(head);
-    for (size_t i = 0; i + 1 < ops.size(); ++i) {
-      const bool before_attention = i % 4 == 0;
-      if (v.prefetch == 2 || (v.prefetch == 1 && !before_attention)) {
-        ops[i].prefetch_next = &ops[i + 1];
-      }
-    }
-    for (size_t l = 0; l < layers.size(); ++l) {
-      KVRT_RETURN_IF_ERROR(decode_linear(ops[4 * l], s));
-      if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layers[l], v, s));
-      for (size_t i = 4 * l + 1; i < 4 * l + 4; ++i) KVRT_RETURN_IF_ERROR(decode_linear(ops[i], s));
-    }
-    return decode_linear(ops.back(), s);
+    return decode_linear(head, s);
   }
 
-  DecodeLinear linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm,
-                      bool swiglu, bool residual, const Buffer& y) {
+  Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
+                bool residual, const Buffer& y, cudaStream_t s) {
     DecodeLinear op;
     op.weight = w.bf();
     op.input = x.bf();
@@ -176,7 +160,7 @@ struct Step {
     op.swiglu = swiglu;
     op.residual = residual ? y.bf() : nullptr;
     op.output = y.bf();
-    return op;
+    return decode_linear(op, s);
   }
 
   // The peer: cuBLASLt GEMMs, RMSNorm and SwiGLU as their own kernels.
@@ -262,14 +246,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     char choice[64];
     std::snprintf(choice, sizeof(choice), "attention: %d splits", v.splits);
     sweep.add(name, choice, step.bytes(), time(v));
-  }
-  for (int prefetch : {0, 2}) {
-    Variant v;
-    v.prefetch = prefetch;
-    sweep.add(name,
-              prefetch == 0 ? "no L2 prefetch of the next linear layer's first slots"
-                            : "L2 prefetch of the next linear layer's first slots, q/k/v too",
-              step.bytes(), time(v));
   }
   Variant none;
   none.attention = false;

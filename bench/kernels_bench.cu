@@ -118,9 +118,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   gamma.random(1.0f, 8);
   res.random(1.0f, 9);
   const int launches = std::max(copies, 32);
-  // `next`: the weight of the launch after this one, whose first slots this one asks L2
-  // for (DecodeLinear::prefetch_next), or null.
-  auto launch_with = [&](const bf16* weight, const bf16* next, cudaStream_t s) {
+  auto launch_with = [&](const bf16* weight, cudaStream_t s) {
     DecodeLinear op;
     op.weight = weight;
     op.input = x.bf();
@@ -135,17 +133,10 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     } else {
       op.output = residual ? res.bf() : y.bf();
     }
-    DecodeLinear next_op = op;
-    next_op.weight = next;
-    if (next != nullptr) op.prefetch_next = &next_op;
     return decode_linear(op, s);
   };
   auto launch_ours = [&](int i, cudaStream_t s) {
-    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), nullptr, s);
-  };
-  auto launch_prefetching = [&](int i, cudaStream_t s) {
-    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(),
-                       weights[static_cast<size_t>((i + 1) % copies)]->bf(), s);
+    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s);
   };
   const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
   const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
@@ -170,11 +161,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
                                                           {1024, 4, 2, 0, 0},
                                                           {1024, 5, 2, 0, 0},
                                                           {2048, 2, 2, 0, 0},
-                                                          {1024, 6, 1, 0, 0},
-                                                          {1024, 5, 1, 0, 0},
-                                                          {1024, 4, 1, 0, 0},
-                                                          {832, 4, 2, 0, 0},
-                                                          {768, 4, 2, 0, 0}}) {
+                                                          {1024, 6, 1, 0, 0}}) {
       DecodeLinearTuning t;
       t.kernel = DecodeLinearKernel::kRing;
       t.stage_keys = keys;
@@ -199,25 +186,12 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     // when HBM is not the limit (its latency floor in the chain).
     if (w_bytes <= 40u << 20) {
       const auto resident = rotation(w_bytes, 1, 1.0f / 64);
-      auto launch_resident = [&](int, cudaStream_t s) {
-        return launch_with(resident[0]->bf(), nullptr, s);
-      };
+      auto launch_resident = [&](int, cudaStream_t s) { return launch_with(resident[0]->bf(), s); };
       std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_resident, launches));
     } else {
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    for (int slots : {1, 2, 4}) {
-      DecodeLinearTuning t;
-      t.next_slots = slots;
-      set_decode_linear_tuning(t);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_prefetching, launches));
-      char name[96];
-      std::snprintf(name, sizeof(name), "library's choice, next launch's first %d slot%s in L2",
-                    slots, slots > 1 ? "s" : "");
-      g_sweep.linear.add(row, name, cell);
-    }
-    set_decode_linear_tuning(DecodeLinearTuning{});
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

@@ -81,7 +81,6 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
   t.split_k = 8;
   t.balanced_grid = 1;
   t.row_pad = 0;  // every copy 128-byte aligned: faster than conflict-free reads
-  t.next_slots = 1;
   if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj
     t.stage_keys = 1024;
     t.stages = 4;
@@ -126,7 +125,6 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.balanced_grid >= 0) t.balanced_grid = o.balanced_grid;
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
-  if (o.next_slots >= 0) t.next_slots = o.next_slots;
   return t;
 }
 
@@ -135,10 +133,10 @@ void set_decode_linear_tuning(const DecodeLinearTuning& tuning) {
   g_tuning_override = tuning;
 }
 
-namespace {
-
-// The fields both kernels read, from the op.
-Params base_params(const DecodeLinear& op) {
+Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
+  KVRT_RETURN_IF_ERROR(validate(op));
+  const DecodeLinearTuning tuning =
+      decode_linear_tuning(op.tokens, op.swiglu ? 2 * op.rows : op.rows, op.in);
   Params p{};
   p.w = op.weight;
   p.x = op.input;
@@ -153,20 +151,26 @@ Params base_params(const DecodeLinear& op) {
   p.x_stride = p.chunks + (12 - p.chunks % 8) % 8;  // = 4 (mod 8): tokens g, g+1 hit other banks
   p.tiles = ceil_div(op.rows, op.swiglu ? kTileCols / 2 : kTileCols);
   p.eps = op.norm_eps;
-  return p;
-}
+  const int epilogue = op.swiglu                  ? kSwiglu
+                       : op.output_f32 != nullptr ? kStoreF32
+                       : op.residual != nullptr   ? kResidual
+                                                  : kStore;
+  const bool norm = op.norm_weight != nullptr;
 
-// The ring kernel's slots: near-equal slots of a multiple of 16 keys (row stride an odd
-// number of 16-byte units with the 16-byte pad, so the 8 rows a warp reads sit in
-// different bank groups), or of 64 keys when the rows are to start 128-byte aligned
-// (DecodeLinearTuning::row_pad); as deep as asked and shared memory allows.
-void set_ring_geometry(Params& p, const DecodeLinearTuning& tuning) {
+  if (tuning.kernel == DecodeLinearKernel::kDirect) {
+    p.split_k = tuning.split_k >= 8 ? 8 : tuning.split_k >= 4 ? 4 : tuning.split_k >= 2 ? 2 : 1;
+    return launch_decode_linear_direct(p, epilogue, norm, tuning.blocks_per_sm,
+                                       tuning.balanced_grid > 0, stream);
+  }
+  // Near-equal slots of a multiple of 16 keys (row stride an odd number of 16-byte units
+  // with the 16-byte pad, so the 8 rows a warp reads sit in different bank groups), or
+  // of 64 keys when the rows are to start 128-byte aligned (DecodeLinearTuning::row_pad).
   const int row_pad = tuning.row_pad == 16 || tuning.row_pad == 64 ? tuning.row_pad : 0;
   const int granule = row_pad == 16 ? 16 : 64;
   auto set_slots = [&](int target_keys) {
-    const int wanted = ceil_div(p.in, std::max(granule, target_keys / granule * granule));
-    p.stage_keys = ceil_div(ceil_div(p.in, wanted), granule) * granule;
-    p.parts = ceil_div(p.in, p.stage_keys);
+    const int wanted = ceil_div(op.in, std::max(granule, target_keys / granule * granule));
+    p.stage_keys = ceil_div(ceil_div(op.in, wanted), granule) * granule;
+    p.parts = ceil_div(op.in, p.stage_keys);
     p.row_stride = p.stage_keys * 2 + row_pad;
   };
   set_slots(tuning.stage_keys);
@@ -177,57 +181,8 @@ void set_ring_geometry(Params& p, const DecodeLinearTuning& tuning) {
   }
   if (tuning.contiguous > 0 && p.parts == 1) {  // whole rows: one unpadded run per tile
     p.contiguous = 1;
-    p.row_stride = p.in * 2;
+    p.row_stride = op.in * 2;
   }
-}
-
-DecodeLinearTuning tuning_for(const DecodeLinear& op) {
-  return decode_linear_tuning(op.tokens, op.swiglu ? 2 * op.rows : op.rows, op.in);
-}
-
-// Where the next launch (a ring launch; a direct one reads no slots) starts reading W,
-// computed as its own call will compute it.
-Result<NextLaunch> next_launch(const DecodeLinear& next, int slots) {
-  KVRT_RETURN_IF_ERROR(validate(next).with_context("decode_linear: prefetch_next"));
-  NextLaunch n{};
-  const DecodeLinearTuning tuning = tuning_for(next);
-  if (slots <= 0 || tuning.kernel == DecodeLinearKernel::kDirect) return n;
-  Params p = base_params(next);
-  set_ring_geometry(p, tuning);
-  KVRT_ASSIGN_OR_RETURN(int grid,
-                        decode_linear_ring_grid(p, tuning.blocks_per_sm, tuning.balanced_grid > 0));
-  n.w = next.weight;
-  n.rows = next.rows;
-  n.in = next.in;
-  n.tiles = p.tiles;
-  n.grid = grid;
-  n.slot_keys = p.stage_keys;
-  n.slots = slots;
-  n.contiguous = p.contiguous;
-  n.glu = next.swiglu ? 1 : 0;
-  return n;
-}
-
-}  // namespace
-
-Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
-  KVRT_RETURN_IF_ERROR(validate(op));
-  const DecodeLinearTuning tuning = tuning_for(op);
-  Params p = base_params(op);
-  if (op.prefetch_next != nullptr) {
-    KVRT_ASSIGN_OR_RETURN(p.next, next_launch(*op.prefetch_next, tuning.next_slots));
-  }
-  const int epilogue = op.swiglu                  ? kSwiglu
-                       : op.output_f32 != nullptr ? kStoreF32
-                       : op.residual != nullptr   ? kResidual
-                                                  : kStore;
-  const bool norm = op.norm_weight != nullptr;
-  if (tuning.kernel == DecodeLinearKernel::kDirect) {
-    p.split_k = tuning.split_k >= 8 ? 8 : tuning.split_k >= 4 ? 4 : tuning.split_k >= 2 ? 2 : 1;
-    return launch_decode_linear_direct(p, epilogue, norm, tuning.blocks_per_sm,
-                                       tuning.balanced_grid > 0, stream);
-  }
-  set_ring_geometry(p, tuning);
   return launch_decode_linear_ring(p, epilogue, norm, tuning.blocks_per_sm,
                                    tuning.balanced_grid > 0, stream);
 }

@@ -27,22 +27,6 @@ constexpr size_t kReduceBytes = 2 * kWarps * 64 * sizeof(float);
 
 enum Epilogue : int { kStore, kResidual, kStoreF32, kSwiglu };
 
-// Where the next ring launch starts reading W: block b of its `grid` blocks owns tiles
-// [b·tiles/grid, (b+1)·tiles/grid) and first fills its ring with `slots` slots of
-// `slot_keys` keys of its first tile's rows, or, `contiguous`, with its first `slots`
-// tiles' whole rows.
-struct NextLaunch {
-  const bf16* w;
-  int rows;  // outputs (W has 2·rows rows with glu)
-  int in;
-  int tiles;
-  int grid;
-  int slot_keys;
-  int slots;
-  int contiguous;
-  int glu;
-};
-
 struct Params {
   const bf16* w;         // [rows, in] or [2 rows, in]
   const bf16* x;         // [tokens, in]
@@ -66,9 +50,6 @@ struct Params {
   int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
-  // Ring kernel: the next decode_linear launch's first slots, asked of L2 once this
-  // launch's copies are issued (DecodeLinear::prefetch_next; null next.w: none).
-  NextLaunch next;
 #if KVRT_KERNEL_TRACE
   uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
 #endif
@@ -314,9 +295,6 @@ inline bool ring_x_in_registers(const decode_linear::Params& p) {
 // Launchers of the two kernels (the dispatcher in decode_linear.cu picks one per shape).
 // `norm` and `epilogue` select the instantiation.
 size_t decode_linear_ring_smem(const decode_linear::Params& p);
-// The ring kernel's grid for `p` on this device.
-Result<int> decode_linear_ring_grid(const decode_linear::Params& p, int blocks_per_sm,
-                                    bool balanced);
 Status launch_decode_linear_ring(const decode_linear::Params& p, int epilogue, bool norm,
                                  int blocks_per_sm, bool balanced, cudaStream_t stream);
 Status launch_decode_linear_direct(const decode_linear::Params& p, int epilogue, bool norm,

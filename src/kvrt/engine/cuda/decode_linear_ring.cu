@@ -32,34 +32,6 @@ __device__ __forceinline__ void consumer_sync() {
   named_barrier(kConsumerBarrier, kConsumers);
 }
 
-// The producer warp, once it has issued every copy of its block: asks L2 for the first
-// slots of the next launch's blocks b, b + grid, ... (this block being b), so their
-// first copies hit L2 while this launch drains. Lane r takes row r of a slot, or, for
-// whole-row slots, lane 0 the run of the first tiles' rows (SwiGLU: lane 4 the up rows).
-__device__ __forceinline__ void prefetch_next_slots(const NextLaunch& n, int lane) {
-  const int tile_rows = n.glu ? kTileCols / 2 : kTileCols;
-  for (int b = blockIdx.x; b < n.grid; b += gridDim.x) {
-    const int first = static_cast<int>(static_cast<int64_t>(b) * n.tiles / n.grid);
-    const int end = static_cast<int>(static_cast<int64_t>(b + 1) * n.tiles / n.grid);
-    if (n.contiguous) {
-      const int last = min(end, first + n.slots);
-      const int row0 = first * tile_rows, row1 = min(last * tile_rows, n.rows);
-      if (row0 < row1 && (lane == 0 || (n.glu && lane == 4))) {
-        const int row = lane == 0 ? row0 : n.rows + row0;
-        prefetch_l2(n.w + static_cast<size_t>(row) * n.in,
-                    static_cast<uint32_t>(row1 - row0) * n.in * 2u);
-      }
-    } else if (lane < kTileCols) {
-      const int out = first * tile_rows + (n.glu ? lane & 3 : lane);
-      const int row = n.glu && lane >= 4 ? n.rows + out : out;
-      if (out < n.rows) {
-        prefetch_l2(n.w + static_cast<size_t>(row) * n.in,
-                    static_cast<uint32_t>(min(n.slots * n.slot_keys, n.in)) * 2u);
-      }
-    }
-  }
-}
-
 template <int kEpilogue, bool kNorm, bool kXInRegisters>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
@@ -111,7 +83,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       }
     }
     if (lane == 0) KVRT_TRACE(kTraceProducerDone);
-    if (p.next.w != nullptr) prefetch_next_slots(p.next, lane);
     return;
   }
 
@@ -250,11 +221,6 @@ size_t decode_linear_ring_smem(const Params& p) {
          kReduceBytes;
 }
 
-Result<int> decode_linear_ring_grid(const Params& p, int blocks_per_sm, bool balanced) {
-  KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
-  return decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
-}
-
 Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
                                  bool balanced, cudaStream_t stream) {
   const bool x_in_registers = ring_x_in_registers(p);
@@ -265,7 +231,8 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int b
   const size_t smem = decode_linear_ring_smem(p);
   const void* key = reinterpret_cast<const void*>(kernel);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
-  KVRT_ASSIGN_OR_RETURN(int grid, decode_linear_ring_grid(p, blocks_per_sm, balanced));
+  KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
+  const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
 #if KVRT_KERNEL_TRACE
   Params traced = p;
   traced.trace = trace_rows_for_next_launch(grid);

@@ -81,12 +81,6 @@ struct DecodeLinear {
   const bf16* residual = nullptr;  // [tokens, rows], or null
   bf16* output = nullptr;          // [tokens, rows]
   float* output_f32 = nullptr;     // [tokens, rows]
-  // Optional hint: the decode_linear that runs next on this stream (only its weight and
-  // shape are read, at this call). Once this launch has asked for all of its own W, its
-  // blocks ask L2 for the first ring slots of the next launch's blocks, so that launch's
-  // first copies hit L2 while this one drains instead of finding HBM idle at its start.
-  // Results never depend on it; it is checked like any op.
-  const DecodeLinear* prefetch_next = nullptr;
 };
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream);
 

@@ -25,9 +25,6 @@ struct DecodeLinearTuning {
   // source is 128-byte aligned as well. The library pads none: aligned copies stream
   // faster than conflict-free reads save (docs/kernels-sweep.md).
   int row_pad = -1;
-  // With DecodeLinear::prefetch_next: how many slots of each of the next launch's blocks
-  // (the first ones it fills) this launch asks L2 for; 0 asks for none.
-  int next_slots = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
@@ -36,9 +33,10 @@ struct DecodeLinearTuning {
 // and `tokens` vectors: the override's set fields, the library's choice for the rest.
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 
-// Overrides the fields that are set (kernel not kDefault, numbers > 0; contiguous,
-// balanced_grid, row_pad and next_slots >= 0) for every later launch; a
-// default-constructed value restores the library's choice. Not thread-safe with
+// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous and
+// balanced_grid >= 0)
+// for every later launch;
+// a default-constructed value restores the library's choice. Not thread-safe with
 // concurrent launches: for benchmarks and tests.
 void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
 

@@ -9,7 +9,6 @@
 // can land one ulp apart when the f32 and f64 sums straddle a rounding boundary, hence
 // 2^-7 there. atol = 1e-3 * rms(ref) absorbs cancellation in outputs near zero.
 #include <cmath>
-#include <utility>
 
 #include "kvrt/engine/cuda/test/reference.h"
 #include "kvrt/engine/cuda/test/test_util.h"
@@ -51,8 +50,7 @@ const char* variant_name(Variant v) {
   return "?";
 }
 
-// `next`: passed as the op's prefetch_next hint (null: none).
-void check_linear(const LinearCase& c, const DecodeLinear* next = nullptr) {
+void check_linear(const LinearCase& c) {
   const bool norm = c.variant == Variant::kNorm || c.variant == Variant::kNormSwiglu ||
                     c.variant == Variant::kNormF32;
   const bool swiglu = c.variant == Variant::kSwiglu || c.variant == Variant::kNormSwiglu;
@@ -92,7 +90,6 @@ void check_linear(const LinearCase& c, const DecodeLinear* next = nullptr) {
       op.output = d_y.as_bf16();
     }
   }
-  op.prefetch_next = next;
   KVRT_ASSERT_OK(decode_linear(op, nullptr));
   testing::sync_device();
 
@@ -203,49 +200,6 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   set_decode_linear_tuning(DecodeLinearTuning{});
 }
 
-// Asking L2 for the next launch's first slots is only a hint: results stay the same for
-// every kind of next launch (whole-row slots, SwiGLU halves, slots of part of a row,
-// partial tiles, a grid larger and smaller than this one's) and for 1, 2 and 4 slots,
-// also past the next launch's tiles. The next weights are allocated to their exact size,
-// so memcheck sees any prefetch past them.
-TEST(DecodeLinearPrefetchTest, NextLaunchHintLeavesResultsUnchanged) {
-  KVRT_REQUIRE_CUDA_DEVICE();
-  struct Next {
-    int rows, in;
-    bool swiglu;
-  };
-  const std::pair<LinearCase, Next> pairs[] = {
-      {{1, 2048, 5632, Variant::kResidualInPlace}, {2560, 2048, false}},  // down -> q/k/v
-      {{1, 2048, 2048, Variant::kResidual}, {5632, 2048, true}},          // o_proj -> gate/up
-      {{1, 5632, 2048, Variant::kNormSwiglu}, {2048, 5632, false}},       // gate/up -> down
-      {{2, 257, 776, Variant::kPlain}, {7, 776, true}},
-      {{3, 100, 520, Variant::kResidual}, {26000, 256, false}},
-      {{1, 2048, 5632, Variant::kResidualInPlace}, {32000, 2048, false}}};  // down -> LM head
-  for (int slots : {1, 2, 4}) {
-    DecodeLinearTuning tuning;
-    tuning.next_slots = slots;
-    set_decode_linear_tuning(tuning);
-    for (const auto& [c, n] : pairs) {
-      const int mats = n.swiglu ? 2 : 1;
-      DeviceBuffer<uint16_t> w(static_cast<size_t>(mats) * n.rows * n.in),
-          x(static_cast<size_t>(n.in)), y(static_cast<size_t>(n.rows));
-      w.poison();
-      x.poison();
-      DecodeLinear next;
-      next.weight = w.as_bf16();
-      next.input = x.as_bf16();
-      next.output = y.as_bf16();
-      next.rows = n.rows;
-      next.in = n.in;
-      next.swiglu = n.swiglu;
-      SCOPED_TRACE(testing::param_name("slots", slots, "_rows", c.rows, "_in", c.in, "_next_rows",
-                                       n.rows, "_next_in", n.in, n.swiglu ? "_swiglu" : ""));
-      check_linear(c, &next);
-    }
-  }
-  set_decode_linear_tuning(DecodeLinearTuning{});
-}
-
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DecodeLinearTest,
     ::testing::Values(
@@ -305,17 +259,6 @@ TEST(DecodeLinearArguments, TwoOutputsAreRejected) {
   DecodeLinear op = valid_op();
   op.output_f32 = reinterpret_cast<float*>(g_host + 48);
   EXPECT_EQ(decode_linear(op, nullptr).code(), ErrorCode::kInvalidArgument);
-}
-
-TEST(DecodeLinearArguments, InvalidPrefetchNextIsRejectedByName) {
-  DecodeLinear op = valid_op();
-  DecodeLinear next = valid_op();
-  next.weight = nullptr;
-  op.prefetch_next = &next;
-  const Status status = decode_linear(op, nullptr);
-  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("prefetch_next"), std::string::npos) << status.to_string();
-  EXPECT_NE(status.message().find("weight"), std::string::npos) << status.to_string();
 }
 
 TEST(DecodeLinearArguments, UnalignedWeightIsRejected) {
