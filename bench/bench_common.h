@@ -222,8 +222,26 @@ struct Sweep {
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context);
 
-// Per-block timelines of each model's decode_linear chains, as markdown
-// (decode_linear_trace.cu); exits unless the build records them.
-std::string trace_decode_linear(Timer& timer, const std::vector<Model>& models);
+// A chain of launches whose blocks record their timelines (kernel_trace.cu): `launch`
+// runs `launches` times per graph and makes `slots` traced launches in all; traced launch
+// n is of kind kinds[n % kinds.size()], and each kind is summarized over the launches in
+// [skip, slots - skip).
+struct TraceChain {
+  std::string title;
+  std::function<Status(int, cudaStream_t)> launch;
+  int launches = 0;
+  int slots = 0;
+  int skip = 0;
+  std::vector<std::string> kinds;
+};
+std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz);
+
+// The timelines of one decode step's kernels at `context` cached tokens
+// (decode_step_bench.cu).
+std::string trace_decode_step(Timer& timer, const Model& m, int context, double clock_ghz);
+
+// Per-block timelines of each model's decode_linear chains and decode step, as markdown
+// (kernel_trace.cu); exits unless the build records them.
+std::string trace_kernels(Timer& timer, const std::vector<Model>& models);
 
 }  // namespace kvrt::engine::cuda::bench

@@ -202,6 +202,26 @@ struct Step {
 
 }  // namespace
 
+std::string trace_decode_step(Timer& timer, const Model& m, int context, double clock_ghz) {
+  auto step = std::make_shared<Step>(m, context);
+  TraceChain chain;
+  char title[128];
+  std::snprintf(title, sizeof(title), "%s decode step, cache %d", m.name, context);
+  chain.title = title;
+  chain.launch = [step](int, cudaStream_t s) { return step->ours(Variant{}, s); };
+  // Two steps per graph; every launch but the first is summarized against its predecessor.
+  chain.launches = 2;
+  for (int l = 0; l < m.layers; ++l) {
+    for (const char* kind : {"q/k/v", "attention", "o_proj", "gate/up", "down"}) {
+      chain.kinds.push_back(kind);
+    }
+  }
+  chain.kinds.push_back("LM head");
+  chain.slots = 2 * static_cast<int>(chain.kinds.size());
+  chain.skip = 0;
+  return trace_chain(timer, chain, clock_ghz);
+}
+
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context) {
   Step step(m, context);

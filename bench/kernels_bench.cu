@@ -16,8 +16,8 @@
 // only the decode attention and decode step rows.
 // --sweep also times every launch geometry of decode_linear and several split counts of
 // decode_attention at each shape, and appends that table. --trace prints only the
-// per-block timelines of the decode_linear chains (decode_linear_trace.cu; needs a build
-// configured with -DKVRT_KERNEL_TRACE=ON).
+// per-block timelines of the decode_linear chains and of whole decode steps
+// (kernel_trace.cu; needs a build configured with -DKVRT_KERNEL_TRACE=ON).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -481,7 +481,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     std::fclose(file);
   };
   if (options.trace) {
-    write(std::string("Device: ") + prop.name + ". " + trace_decode_linear(timer, models));
+    write(std::string("Device: ") + prop.name + ". " + trace_kernels(timer, models));
     return 0;
   }
 

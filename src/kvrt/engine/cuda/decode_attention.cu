@@ -29,7 +29,12 @@
 #include "kvrt/engine/cuda/attention_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
 #include "kvrt/engine/cuda/rope_common.cuh"
+#include "kvrt/engine/cuda/trace.cuh"
 #include "kvrt/engine/cuda/tuning.h"
+
+#ifndef KVRT_EXP_MERGE_SYNC
+#define KVRT_EXP_MERGE_SYNC 1
+#endif
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -72,6 +77,9 @@ struct Params {
   int q_heads, kv_heads;
   bool prefetch_history;  // read position and rows < position before the PDL wait
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
+#if KVRT_KERNEL_TRACE
+  uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
+#endif
 };
 
 std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
@@ -161,8 +169,9 @@ __device__ __forceinline__ void rotate_and_write_row(bf16* qs, bf16* k_new, cons
 // loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
 // against loading the maxima first, then the outputs in two batches) — merging each
 // batch into a running softmax; an empty split (sum 0) weighs nothing.
-template <int kDim>
-__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads) {
+template <int kDim, typename OnLoaded>
+__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads,
+                                             OnLoaded on_loaded) {
   constexpr int kBatch = 16, kColumns = kDim / 4;
   for (int item = threadIdx.x; item < heads * kColumns; item += Geometry<kDim>::kThreads) {
     const int r = item / kColumns, d4 = item - r * kColumns;
@@ -190,6 +199,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
           split_o[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // whatever an empty split left
         }
       }
+      if (s0 == 0) on_loaded();
       if (batch_max == -INFINITY) continue;                  // only empty splits so far
       const float rescale = exp2f(running_max - batch_max);  // 0 while nothing merged
       total *= rescale;
@@ -244,6 +254,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
   bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
 
+  KVRT_TRACE_BEGIN();
   if (!p.prefetch_history) pdl_wait();
   const int pos = *p.position;
   int start, end;
@@ -268,8 +279,10 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
       rope_angle(pos, p.rope_inv_freq[j], p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
     }
   }
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
@@ -295,12 +308,14 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
     if (has_new) score_new_row<kDim>(new_score, qs, k_new, p.scale_log2);
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[kDim / 8][4] = {};
     for (int it = 0; it < tiles; ++it) {
       cp_async_wait<kStages - 1>();  // tile `it` has landed (kStages + it groups issued)
       __syncthreads();
+      if (threadIdx.x == 0 && it == 0) KVRT_TRACE(kTraceFirstSlotFull);
       const int slot = it % kStages;
       const int row0 = slot * kTileKeys + warp * 16;
       float s[2][4];
@@ -328,6 +343,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
     cp_async_wait<0>();
     reduce_row_sums(l);
     __syncthreads();  // q and the tiles are free (also when no tile ran)
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);
 
     // Merge the warps and the new row.
     if (t == 0) {
@@ -388,8 +404,13 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   // Late: only now may the next kernel's blocks take SM slots (with several waves, blocks
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
+  if (threadIdx.x == 0) KVRT_TRACE(kTracePartialsWritten);
   if (!p.early_dependents) pdl_launch_dependents();
-  if (p.splits == 1) return;
+  if (p.splits == 1) {
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
+    KVRT_TRACE_END(p.trace);
+    return;
+  }
 
   // The last block of this head group to finish merges all splits.
   __threadfence();
@@ -399,10 +420,20 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
     last_block = before == static_cast<unsigned>(p.splits - 1);
   }
   __syncthreads();
-  if (!last_block) return;
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceCounterTaken);
+  if (!last_block) {
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
+    KVRT_TRACE_END(p.trace);
+    return;
+  }
   __threadfence();
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeStart);
 
-  merge_splits<kDim>(p, head0, heads);
+  merge_splits<kDim>(p, head0, heads, [&] {
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
+  });
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
+  KVRT_TRACE_END(p.trace);
 }
 
 template <int kDim>
@@ -423,6 +454,9 @@ Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
                                                         : DependentLaunch::kLate;
   }
   p.early_dependents = next == DependentLaunch::kEarly;
+#if KVRT_KERNEL_TRACE
+  p.trace = trace_rows_for_next_launch(static_cast<int>(grid.x * grid.y));
+#endif
   return launch(decode_attention_kernel<kDim>, grid, dim3(Geometry<kDim>::kThreads), smem, stream,
                 "decode_attention", p);
 }

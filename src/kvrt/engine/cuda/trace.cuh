@@ -23,19 +23,22 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
 #if KVRT_KERNEL_TRACE
 // 128 bytes, 128-byte aligned: the dynamic shared memory after it (the kernels' rings)
 // keeps its alignment, without which the copy engine lands slots markedly slower.
-#define KVRT_TRACE_BEGIN()                                                 \
-  __shared__ __align__(128) uint64_t kvrt_trace_stamps[16];                \
-  if (threadIdx.x == 0) {                                                  \
-    kvrt_trace_stamps[::kvrt::engine::cuda::kTraceEntry] =                 \
-        ::kvrt::engine::cuda::detail::global_timer_ns();                   \
-    kvrt_trace_stamps[::kvrt::engine::cuda::kTraceEntryClock] = clock64(); \
+#define KVRT_TRACE_BEGIN()                                                                        \
+  __shared__ __align__(128) uint64_t kvrt_trace_stamps[16];                                       \
+  if (threadIdx.x == 0) {                                                                         \
+    kvrt_trace_stamps[::kvrt::engine::cuda::kTraceEntry] =                                        \
+        ::kvrt::engine::cuda::detail::global_timer_ns();                                          \
+    kvrt_trace_stamps[::kvrt::engine::cuda::kTraceEntryClock] = clock64();                        \
+    for (int kvrt_point = 1; kvrt_point < ::kvrt::engine::cuda::kTraceEntryClock; ++kvrt_point) { \
+      kvrt_trace_stamps[kvrt_point] = 0;                                                          \
+    }                                                                                             \
   }
 #define KVRT_TRACE(point) (kvrt_trace_stamps[::kvrt::engine::cuda::point] = clock64())
 #define KVRT_TRACE_END(rows)                                                                  \
   if (threadIdx.x == 0 && (rows) != nullptr) {                                                \
     for (int kvrt_point = 0; kvrt_point < ::kvrt::engine::cuda::kTracePoints; ++kvrt_point) { \
-      (rows)[blockIdx.x * ::kvrt::engine::cuda::kTracePoints + kvrt_point] =                  \
-          kvrt_trace_stamps[kvrt_point];                                                      \
+      (rows)[(blockIdx.y * gridDim.x + blockIdx.x) * ::kvrt::engine::cuda::kTracePoints +     \
+             kvrt_point] = kvrt_trace_stamps[kvrt_point];                                     \
     }                                                                                         \
   }
 #else

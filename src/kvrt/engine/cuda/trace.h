@@ -1,8 +1,9 @@
-// Per-block timelines of decode_linear's ring kernel: when each block entered, got past
-// the PDL wait, had its input, saw its first and last weight slot land, and ended —
-// where a launch's time goes (docs/kernels.md, "Where a launch's time goes"). Only a
-// build configured with -DKVRT_KERNEL_TRACE=ON records anything; the kernels of every
-// other build carry no trace code. For the benchmark (kernels_bench --trace).
+// Per-block timelines of decode_linear's ring kernel and of decode_attention: when each
+// block entered, got past the PDL wait, had its input, saw its first and last weight
+// slot (or cache tile) land, and ended — where a launch's time goes (docs/kernels.md,
+// "Where a launch's time goes"). Only a build configured with -DKVRT_KERNEL_TRACE=ON
+// records anything; the kernels of every other build carry no trace code. For the
+// benchmark (kernels_bench --trace).
 #pragma once
 
 #include <cstdint>
@@ -20,14 +21,19 @@ namespace kvrt::engine::cuda {
 // (ns) at block entry, kTraceEntryClock the block's clock64 at the same moment; every
 // other point is a clock64 value (ns = entry + (clock - entry clock) / trace_clock_ghz),
 // so points of one block compare exactly and blocks compare to the timer's resolution.
+// A point a kernel does not pass stays 0.
 enum TracePoint : int {
   kTraceEntry,
-  kTraceProducerDone,  // the producer warp has issued every copy of the block
-  kTraceWaitReturned,  // thread 0 is past griddepcontrol.wait
-  kTraceInputReady,    // x is in registers or shared memory (normalized when fused)
-  kTraceFirstSlotFull,
-  kTraceLastSlotFull,
-  kTraceEnd,  // thread 0 has issued its last output store
+  kTraceProducerDone,     // every copy of W (attention: of the history before the wait) issued
+  kTraceWaitReturned,     // thread 0 is past griddepcontrol.wait
+  kTraceInputReady,       // x (attention: q and the new K/V row) ready to use
+  kTraceFirstSlotFull,    // the first W slot (attention: cache tile) has landed
+  kTraceLastSlotFull,     // the last one has landed (attention: the last tile is scored)
+  kTraceEnd,              // thread 0 has issued its last output store
+  kTracePartialsWritten,  // attention: this block's split partials are stored
+  kTraceCounterTaken,     // attention: it knows whether it is the group's last block
+  kTraceMergeStart,       // attention, the last block: about to load the splits' partials
+  kTraceMergeLoaded,      // attention, the last block: its first splits' partials loaded
   kTraceEntryClock,
   kTracePoints
 };
@@ -41,11 +47,11 @@ struct KernelTrace {
 // Whether this build records timelines (-DKVRT_KERNEL_TRACE=ON).
 bool kernel_trace_compiled();
 
-// Later decode_linear ring launches record into `trace`: the k-th launch after this call
-// into slot k % launch_slots (a launch captured in a graph keeps the slot it was captured
-// with), one row per block; a launch with more blocks than max_blocks records nothing. A
-// default value stops recording. NotSupported when the build does not trace. Not
-// thread-safe with concurrent launches.
+// Later decode_linear ring and decode_attention launches record into `trace`: the k-th
+// of them after this call into slot k % launch_slots (a launch captured in a graph keeps
+// the slot it was captured with), one row per block; a launch with more blocks than
+// max_blocks records nothing. A default value stops recording. NotSupported when the
+// build does not trace. Not thread-safe with concurrent launches.
 Status set_kernel_trace(const KernelTrace& trace);
 
 // clock64 ticks per globaltimer nanosecond, measured on the current device over 2 ms.

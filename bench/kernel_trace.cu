@@ -1,0 +1,234 @@
+// kernels_bench --trace: where a launch's time goes. A chain of launches (the
+// benchmark's decode_linear chains, weights rotating through HBM or one copy staying in
+// L2, and whole decode steps) records every block's timeline (trace.h); the tables give,
+// per point, the first block, the 10th percentile, the median, the 90th percentile and
+// the last block, in µs after the previous traced launch's last block ended — each the
+// median over the launches summarized. Needs a build configured with
+// -DKVRT_KERNEL_TRACE=ON.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "kvrt/engine/cuda/kernels.h"
+#include "kvrt/engine/cuda/trace.h"
+
+namespace kvrt::engine::cuda::bench {
+namespace {
+
+constexpr int kMaxBlocks = 1024;
+
+double quantile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5)];
+}
+
+const char* point_label(int point, bool attention) {
+  switch (point) {
+    case kTraceEntry:
+      return "entered";
+    case kTraceProducerDone:
+      return attention ? "history copies issued" : "producer issued every copy";
+    case kTraceWaitReturned:
+      return "past the PDL wait";
+    case kTraceInputReady:
+      return attention ? "q and the new row ready" : "x ready";
+    case kTraceFirstSlotFull:
+      return attention ? "first cache tile landed" : "first W slot landed";
+    case kTraceLastSlotFull:
+      return attention ? "last tile scored" : "last W slot landed";
+    case kTracePartialsWritten:
+      return "partials stored";
+    case kTraceCounterTaken:
+      return "counter taken";
+    case kTraceMergeStart:
+      return "last block: merge starts";
+    case kTraceMergeLoaded:
+      return "last block: partials loaded";
+
+    case kTraceEnd:
+      return "last output stored";
+  }
+  return "?";
+}
+
+struct Shape {
+  std::string name;
+  int rows, in;
+  bool norm, swiglu, residual;
+};
+
+TraceChain linear_chain(const Shape& s, bool resident) {
+  const int mats = s.swiglu ? 2 : 1;
+  const size_t w_bytes = static_cast<size_t>(mats) * s.rows * s.in * 2;
+  const int copies = resident ? 1 : copies_for(w_bytes);
+  auto weights =
+      std::make_shared<std::vector<std::unique_ptr<Buffer>>>(rotation(w_bytes, copies, 1.0f / 64));
+  auto x = std::make_shared<Buffer>(static_cast<size_t>(s.in) * 2);
+  auto gamma = std::make_shared<Buffer>(static_cast<size_t>(s.in) * 2);
+  auto y = std::make_shared<Buffer>(static_cast<size_t>(mats) * s.rows * 2);
+  auto res = std::make_shared<Buffer>(static_cast<size_t>(s.rows) * 2);
+  x->random(1.0f, 7);
+  gamma->random(1.0f, 8);
+  res->random(1.0f, 9);
+  TraceChain chain;
+  chain.title = s.name + (resident ? ", W resident in L2" : "");
+  chain.launches = 48;
+  chain.slots = 48;
+  chain.skip = 8;
+  chain.kinds = {s.name};
+  chain.launch = [=](int i, cudaStream_t stream) {
+    DecodeLinear op;
+    op.weight = (*weights)[static_cast<size_t>(i % copies)]->bf();
+    op.input = x->bf();
+    op.tokens = 1;
+    op.rows = s.rows;
+    op.in = s.in;
+    op.norm_weight = s.norm ? gamma->bf() : nullptr;
+    op.swiglu = s.swiglu;
+    op.residual = s.residual ? res->bf() : nullptr;
+    op.output = s.residual ? res->bf() : y->bf();
+    return decode_linear(op, stream);
+  };
+  return chain;
+}
+
+}  // namespace
+
+std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz) {
+  Buffer stamps(static_cast<size_t>(chain.slots) * kMaxBlocks * kTracePoints * sizeof(uint64_t));
+  check(cudaMemset(stamps.ptr, 0, stamps.bytes), "clear stamps");
+  // Timer captures its graph after one eager warm-up chain: the slots are each taken once
+  // more by the capture, in chain order.
+  check(set_kernel_trace({static_cast<uint64_t*>(stamps.ptr), chain.slots, kMaxBlocks}));
+  const double us = timer.per_launch_us(chain.launch, chain.launches);
+  check(set_kernel_trace({}));
+  std::vector<uint64_t> raw(stamps.bytes / sizeof(uint64_t));
+  check(cudaMemcpy(raw.data(), stamps.ptr, stamps.bytes, cudaMemcpyDeviceToHost), "stamps");
+
+  auto row = [&](int n, int b) {
+    return raw.data() + (static_cast<size_t>(n) * kMaxBlocks + b) * kTracePoints;
+  };
+  // ns of point k of block b in launch n on the globaltimer's scale, or -1 if not passed.
+  auto at = [&](int n, int b, int k) {
+    const uint64_t* r = row(n, b);
+    if (k == kTraceEntry) return static_cast<double>(r[kTraceEntry]);
+    if (r[k] == 0) return -1.0;
+    const double ticks = static_cast<double>(static_cast<int64_t>(r[k] - r[kTraceEntryClock]));
+    return static_cast<double>(r[kTraceEntry]) + ticks / clock_ghz;
+  };
+  std::vector<int> blocks(static_cast<size_t>(chain.slots), 0);
+  std::vector<double> last_end(static_cast<size_t>(chain.slots), 0.0);
+  for (int n = 0; n < chain.slots; ++n) {
+    int& count = blocks[static_cast<size_t>(n)];
+    while (count < kMaxBlocks && row(n, count)[kTraceEntry] != 0) ++count;
+    for (int b = 0; b < count; ++b) {
+      last_end[static_cast<size_t>(n)] =
+          std::max(last_end[static_cast<size_t>(n)], at(n, b, kTraceEnd));
+    }
+  }
+  char line[512];
+  std::snprintf(line, sizeof(line), "\n### %s\n\n%.2f µs per graph launch / %d\n",
+                chain.title.c_str(), us, chain.launches);
+  std::string out = line;
+  const int period = static_cast<int>(chain.kinds.size());
+  // Kinds in order of first appearance; each summarized over its launches in the window.
+  std::vector<std::string> order;
+  for (const auto& kind : chain.kinds) {
+    if (std::find(order.begin(), order.end(), kind) == order.end()) order.push_back(kind);
+  }
+  const double qs[] = {0.0, 0.1, 0.5, 0.9, 1.0};
+  for (const std::string& kind : order) {
+    std::vector<int> launches;
+    for (int n = std::max(1, chain.skip); n < chain.slots - chain.skip; ++n) {
+      if (chain.kinds[static_cast<size_t>(n % period)] == kind &&
+          blocks[static_cast<size_t>(n)] > 0) {
+        launches.push_back(n);
+      }
+    }
+    if (launches.empty()) continue;
+    std::vector<double> durations;
+    for (int n : launches) {
+      durations.push_back(
+          (last_end[static_cast<size_t>(n)] - last_end[static_cast<size_t>(n - 1)]) / 1e3);
+    }
+    const bool attention = at(launches[0], 0, kTraceCounterTaken) >= 0 ||
+                           at(launches[0], 0, kTracePartialsWritten) >= 0;
+    std::snprintf(line, sizeof(line),
+                  "\n%s: %d blocks; %.2f µs from the previous launch's last block end to this "
+                  "one's (median of %zu launches)\n\n",
+                  kind.c_str(), blocks[static_cast<size_t>(launches[0])], quantile(durations, 0.5),
+                  launches.size());
+    out += line;
+    out += "| point | first block | 10% | median | 90% | last block |\n|---|---|---|---|---|---|\n";
+    const int points[] = {kTraceEntry,
+                          kTraceProducerDone,
+                          kTraceWaitReturned,
+                          kTraceInputReady,
+                          kTraceFirstSlotFull,
+                          kTraceLastSlotFull,
+                          kTracePartialsWritten,
+                          kTraceCounterTaken,
+                          kTraceMergeStart,
+                          kTraceMergeLoaded,
+                          kTraceEnd};
+    for (int point : points) {
+      std::vector<double> per_quantile[5];
+      for (int n : launches) {
+        std::vector<double> v;
+        for (int b = 0; b < blocks[static_cast<size_t>(n)]; ++b) {
+          const double t = at(n, b, point);
+          if (t >= 0) v.push_back((t - last_end[static_cast<size_t>(n - 1)]) / 1e3);
+        }
+        if (v.empty()) continue;
+        for (int q = 0; q < 5; ++q) per_quantile[q].push_back(quantile(v, qs[q]));
+      }
+      if (per_quantile[0].empty()) continue;
+      std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                    point_label(point, attention), quantile(per_quantile[0], 0.5),
+                    quantile(per_quantile[1], 0.5), quantile(per_quantile[2], 0.5),
+                    quantile(per_quantile[3], 0.5), quantile(per_quantile[4], 0.5));
+      out += line;
+    }
+  }
+  std::printf("%s", out.c_str());
+  std::fflush(stdout);
+  return out;
+}
+
+std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
+  if (!kernel_trace_compiled()) {
+    die("--trace needs a build configured with -DKVRT_KERNEL_TRACE=ON");
+  }
+  auto clock_ghz = trace_clock_ghz();
+  check(clock_ghz.status());
+  char header[256];
+  std::snprintf(header, sizeof(header),
+                "SM clock %.3f GHz. Times in µs after the previous traced launch's last block "
+                "ended.\n",
+                *clock_ghz);
+  std::string out = header;
+  std::printf("%s", header);
+  for (const Model& m : models) {
+    const std::string name = m.name;
+    const Shape shapes[] = {
+        {name + " decode qkv (norm fused)", (m.q_heads + 2 * m.kv_heads) * m.head_dim, m.hidden,
+         true, false, false},
+        {name + " decode o_proj (+residual)", m.hidden, m.q_heads * m.head_dim, false, false, true},
+        {name + " decode gate/up (norm+SwiGLU)", m.inter, m.hidden, true, true, false},
+        {name + " decode down (+residual)", m.hidden, m.inter, false, false, true}};
+    for (const Shape& shape : shapes) {
+      for (bool resident : {false, true}) {
+        out += trace_chain(timer, linear_chain(shape, resident), *clock_ghz);
+      }
+    }
+    out += trace_decode_step(timer, m, 4096, *clock_ghz);
+  }
+  return out;
+}
+
+}  // namespace kvrt::engine::cuda::bench
