@@ -164,6 +164,17 @@ __device__ __forceinline__ void rotate_and_write_row(bf16* qs, bf16* k_new, cons
   }
 }
 
+// atomicInc at GPU scope with acquire-release ordering: returns the old value, stores
+// old + 1, or 0 once old reached `limit`.
+__device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int limit) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
+               : "=r"(old)
+               : "l"(counter), "r"(static_cast<unsigned>(limit))
+               : "memory");
+  return old;
+}
+
 // The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
 // ... and walks the splits in batches of 16 whose (max, sum) and partial outputs are all
 // loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
@@ -412,11 +423,14 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
     return;
   }
 
-  // The last block of this head group to finish merges all splits.
-  __threadfence();
+  // The last block of this head group to finish merges all splits. One thread counts the
+  // block done with an acquire-release atomic: the barrier before it orders every
+  // thread's partial stores ahead of its release, and the barrier after it orders the
+  // last block's partial loads (L2, not L1: __ldcg) after its acquire. Cheaper than a
+  // fence in every thread on both sides (TinyLlama alone at 4096 keys 7.04 -> 6.69 µs).
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned before = atomicInc(&p.counters[blockIdx.y], static_cast<unsigned>(p.splits - 1));
+    const unsigned before = atomic_inc_acq_rel(&p.counters[blockIdx.y], p.splits - 1);
     last_block = before == static_cast<unsigned>(p.splits - 1);
   }
   __syncthreads();
@@ -426,7 +440,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
     KVRT_TRACE_END(p.trace);
     return;
   }
-  __threadfence();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeStart);
 
   merge_splits<kDim>(p, head0, heads, [&] {
