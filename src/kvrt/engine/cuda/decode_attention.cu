@@ -242,8 +242,13 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   constexpr int kWarps = G::kWarps, kThreads = G::kThreads, kTileKeys = G::kTileKeys;
   constexpr int kStride = kDim + 8, kStages = G::kStages;
   constexpr int kTileElems = kTileKeys * kStride;
-  // The warps' partials reuse the K tiles, their maxima and sums the query rows.
-  static_assert(kWarps * kRows * kDim * sizeof(float) <= kStages * kTileElems * sizeof(bf16));
+  // The warps' partials reuse the K tiles, their maxima and sums the query rows. Partial
+  // rows are padded to kDim + 8 floats (8 or 24 mod 32 banks at every head_dim), so
+  // the float2 stores of a warp's 8 row groups fall in distinct banks; unpadded, the
+  // 8 rows of a store shared one bank group (8-way conflicts on 32 stores per lane).
+  constexpr int kMergeStride = kDim + 8;
+  static_assert(kWarps * kRows * kMergeStride * sizeof(float) <=
+                kStages * kTileElems * sizeof(bf16));
   static_assert(2 * kWarps * kRows * sizeof(float) <= kRows * kStride * sizeof(bf16));
   extern __shared__ uint4 decode_smem[];
   bf16* qs = reinterpret_cast<bf16*>(decode_smem);  // [16][kStride]
@@ -297,7 +302,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
 
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
-  float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kDim]
+  float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kMergeStride]
   if (start < end) {
     copy_rows<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, kRows);
     if (has_new) {
@@ -366,12 +371,10 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
 #pragma unroll
     for (int d = 0; d < kDim / 8; ++d) {
       const int col = d * 8 + 2 * t;
-      float* row_g = merge_o + (warp * kRows + g) * kDim + col;
-      float* row_g8 = merge_o + (warp * kRows + g + 8) * kDim + col;
-      row_g[0] = o[d][0];
-      row_g[1] = o[d][1];
-      row_g8[0] = o[d][2];
-      row_g8[1] = o[d][3];
+      *reinterpret_cast<float2*>(merge_o + (warp * kRows + g) * kMergeStride + col) =
+          make_float2(o[d][0], o[d][1]);
+      *reinterpret_cast<float2*>(merge_o + (warp * kRows + g + 8) * kMergeStride + col) =
+          make_float2(o[d][2], o[d][3]);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
@@ -384,7 +387,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
         const float weight = exp2f(merge_m[w * kRows + r] - block_max);
-        out += weight * merge_o[(w * kRows + r) * kDim + d];
+        out += weight * merge_o[(w * kRows + r) * kMergeStride + d];
         sum += weight * merge_l[w * kRows + r];
       }
       if (has_new) {
