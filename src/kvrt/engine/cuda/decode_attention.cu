@@ -175,38 +175,30 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
   return old;
 }
 
-// The last block's merge. Two adjacent lanes share an item (head, 4 output columns) and
-// split its splits between them: each walks its half in batches of 8 whose (max, sum)
-// and partial outputs are all loaded at once — one round trip to L2 per batch
-// (TinyLlama at 4096 keys: 7.4 -> 6.6 us against loading the maxima first, then the
-// outputs in two batches) — merging each batch into a running softmax; an empty split
-// (sum 0) weighs nothing. The pair then combines its two softmaxes through a shuffle.
-// Halving each lane's walk halves the chain of dependent instructions that the few
-// warps of this tail run with nothing to hide their latency.
+// The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
+// ... and walks the splits in batches of 16 whose (max, sum) and partial outputs are all
+// loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
+// against loading the maxima first, then the outputs in two batches) — merging each
+// batch into a running softmax; an empty split (sum 0) weighs nothing.
 template <int kDim, typename OnLoaded>
 __device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads,
                                              OnLoaded on_loaded) {
-  constexpr int kLanes = 2, kBatch = 8, kColumns = kDim / 4;
-  constexpr int kItemsPerPass = Geometry<kDim>::kThreads / kLanes;
-  const int part = threadIdx.x % kLanes;
-  for (int base = 0; base < heads * kColumns; base += kItemsPerPass) {
-    const int item = base + static_cast<int>(threadIdx.x) / kLanes;
-    const bool valid = item < heads * kColumns;  // uniform trip count: the pair shuffles
-    const int r = valid ? item / kColumns : 0, d4 = item - (item / kColumns) * kColumns;
+  constexpr int kBatch = 16, kColumns = kDim / 4;
+  for (int item = threadIdx.x; item < heads * kColumns; item += Geometry<kDim>::kThreads) {
+    const int r = item / kColumns, d4 = item - r * kColumns;
     const size_t first_slot = static_cast<size_t>(head0 + r) * p.splits;
     const float2* ml = p.part_ml + first_slot;
     const float4* o = reinterpret_cast<const float4*>(p.part_o) + first_slot * kColumns + d4;
     float running_max = -INFINITY, total = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0 = part; s0 < p.splits; s0 += kLanes * kBatch) {
+    for (int s0 = 0; s0 < p.splits; s0 += kBatch) {
       float2 split_ml[kBatch];
       float4 split_o[kBatch];
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        const int split = s0 + k * kLanes;
-        const bool live = valid && split < p.splits;
-        split_ml[k] = live ? __ldcg(ml + split) : make_float2(-INFINITY, 0.0f);
-        split_o[k] = live ? __ldcg(o + static_cast<size_t>(split) * kColumns)
+        const bool live = s0 + k < p.splits;
+        split_ml[k] = live ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
+        split_o[k] = live ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
       float batch_max = running_max;
@@ -218,7 +210,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
           split_o[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // whatever an empty split left
         }
       }
-      if (s0 == part) on_loaded();
+      if (s0 == 0) on_loaded();
       if (batch_max == -INFINITY) continue;                  // only empty splits so far
       const float rescale = exp2f(running_max - batch_max);  // 0 while nothing merged
       total *= rescale;
@@ -234,23 +226,10 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
       }
       running_max = batch_max;
     }
-    // Combine the pair's softmaxes (a lane that merged nothing has max -inf, weight 0).
-    const float other_max = __shfl_xor_sync(0xffffffffu, running_max, 1);
-    const float both_max = fmaxf(running_max, other_max);
-    const float scale = running_max == -INFINITY ? 0.0f : exp2f(running_max - both_max);
-    total *= scale;
-    acc = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    acc.x += __shfl_xor_sync(0xffffffffu, acc.x, 1);
-    acc.y += __shfl_xor_sync(0xffffffffu, acc.y, 1);
-    acc.z += __shfl_xor_sync(0xffffffffu, acc.z, 1);
-    acc.w += __shfl_xor_sync(0xffffffffu, acc.w, 1);
-    if (valid && part == 0) {
-      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-      bf16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
-      *reinterpret_cast<uint2*>(out) =
-          make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
-    }
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    bf16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
+    *reinterpret_cast<uint2*>(out) =
+        make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
   }
 }
 
