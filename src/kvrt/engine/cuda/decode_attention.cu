@@ -99,18 +99,37 @@ __device__ __forceinline__ void slice(const Params& p, int pos, int split, int* 
   *end = min(*start + chunk, len);
 }
 
-// Copies `rows` rows of `dim` bf16 from global memory to padded shared-memory rows (plain
-// loads: the data may come from the kernel just before, after the PDL wait).
+// Copies the block's query rows (zero past `heads`) and, when `k_src` is set, the new K
+// and V rows into the padded shared-memory rows [16 query rows][new K][new V] at `dst`,
+// with every load issued before any store: one trip to L2. (Copied one after the other,
+// each copy's loads waited for the previous copy's stores, which the compiler could not
+// prove apart from them: the blocks holding the new row took two more trips and were
+// the last of their head group to finish.) Plain loads: the rows may come from the
+// kernel just before, after the PDL wait.
 template <int kDim>
-__device__ __forceinline__ void copy_rows(bf16* dst, const bf16* src, int rows, int pad_rows) {
-  constexpr int kStride = kDim + 8, kChunks = kDim / 8;
-  for (int i = threadIdx.x; i < pad_rows * kChunks; i += Geometry<kDim>::kThreads) {
+__device__ __forceinline__ void load_query_and_new_row(bf16* dst, const bf16* q, int heads,
+                                                       const bf16* k_src, const bf16* v_src) {
+  constexpr int kStride = kDim + 8, kChunks = kDim / 8, kThreads = Geometry<kDim>::kThreads;
+  constexpr int kItems = (kRows + 2) * kChunks;
+  constexpr int kPerThread = (kItems + kThreads - 1) / kThreads;
+  uint4 value[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * kThreads;
     const int r = i / kChunks, c = i - r * kChunks;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < rows) {
-      value = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(r) * kDim + c * 8);
-    }
-    *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value;
+    const bf16* src = r < heads          ? q + static_cast<size_t>(r) * kDim
+                      : r < kRows        ? nullptr
+                      : k_src == nullptr ? nullptr
+                      : r == kRows       ? k_src
+                                         : v_src;
+    value[j] = i < kItems && src != nullptr ? *reinterpret_cast<const uint4*>(src + c * 8)
+                                            : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * kThreads;
+    const int r = i / kChunks, c = i - r * kChunks;
+    if (i < kItems) *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = value[j];
   }
 }
 
@@ -304,17 +323,16 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
   float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kMergeStride]
   if (start < end) {
-    copy_rows<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, kRows);
+    // With rope the new row is still in the qkv row (k heads after the q heads, then v).
+    const bf16* k_src = nullptr;
+    const bf16* v_src = nullptr;
     if (has_new) {
-      // With rope the new row is still in the qkv row (k heads after the q heads, then v).
-      const bf16* k_src = rotate ? p.q + static_cast<size_t>(p.q_heads + kv_head) * kDim
-                                 : k_head + static_cast<size_t>(pos) * kDim;
-      const bf16* v_src = rotate
-                              ? p.q + static_cast<size_t>(p.q_heads + p.kv_heads + kv_head) * kDim
-                              : v_head + static_cast<size_t>(pos) * kDim;
-      copy_rows<kDim>(k_new, k_src, 1, 1);
-      copy_rows<kDim>(v_new, v_src, 1, 1);
+      k_src = rotate ? p.q + static_cast<size_t>(p.q_heads + kv_head) * kDim
+                     : k_head + static_cast<size_t>(pos) * kDim;
+      v_src = rotate ? p.q + static_cast<size_t>(p.q_heads + p.kv_heads + kv_head) * kDim
+                     : v_head + static_cast<size_t>(pos) * kDim;
     }
+    load_query_and_new_row<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, k_src, v_src);
     __syncthreads();
     if (rotate) {
       rotate_and_write_row<kDim>(qs, k_new, v_new, rope_cs, heads, has_new && first == 0, has_new,
