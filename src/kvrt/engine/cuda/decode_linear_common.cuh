@@ -234,44 +234,31 @@ constexpr int outputs_per_tile() {
   return kEpilogue == kSwiglu ? kTileCols / 2 : kTileCols;
 }
 
-// The residual that output `out_row` of `token` adds, as raw bf16 bits (kResidual and
-// `enabled`; 0, i.e. +0.0, otherwise or out of range). The kernels load it a tile ahead
-// of the epilogue that uses it, so the end of a launch does not wait on memory. The load
-// is predicated and its bits stay unconverted until the epilogue: a select or a
-// conversion next to the load made the writer threads wait a round trip to L2 before
-// their first MMA. In place is safe: each output is read and then written by the same
-// thread.
+// The residual that output `out_row` of `token` adds (kResidual; 0 otherwise or out of
+// range). The kernels load it a tile ahead of the epilogue that uses it, so the end of a
+// launch does not wait on memory. In place is safe: each output is read and then written
+// by the same thread.
 template <int kEpilogue>
-__device__ __forceinline__ uint16_t load_residual(const Params& p, int token, int out_row,
-                                                  bool enabled) {
-  uint16_t bits = 0;
+__device__ __forceinline__ float load_residual(const Params& p, int token, int out_row) {
   if constexpr (kEpilogue == kResidual) {
-    const bool valid = enabled && token < p.tokens && out_row < p.rows;
-    const bf16* ptr = p.residual + (valid ? static_cast<size_t>(token) * p.rows + out_row : 0);
-    asm volatile(
-        "{\n"
-        "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %2, 0;\n"
-        "  mov.b16 %0, 0;\n"
-        "  @p ld.global.u16 %0, [%1];\n"
-        "}\n"
-        : "=h"(bits)
-        : "l"(ptr), "r"(valid ? 1 : 0));
+    if (token < p.tokens && out_row < p.rows) {
+      return __bfloat162float(p.residual[static_cast<size_t>(token) * p.rows + out_row]);
+    }
   }
-  return bits;
+  return 0.0f;
 }
 
 // Writes output `out_row` of `token` from the tile's f32 sums (`up`: SwiGLU only;
-// `residual`: bits from load_residual), with HF's rounding points.
+// `residual`: from load_residual), with HF's rounding points.
 template <int kEpilogue>
 __device__ __forceinline__ void store_output(const Params& p, int token, int out_row, float sum,
-                                             float up, uint16_t residual) {
+                                             float up, float residual) {
   if (token >= p.tokens || out_row >= p.rows) return;
   const size_t out = static_cast<size_t>(token) * p.rows + out_row;
   if constexpr (kEpilogue == kStore) {
     p.y[out] = __float2bfloat16(sum);
   } else if constexpr (kEpilogue == kResidual) {
-    p.y[out] = __float2bfloat16(round_bf16(sum) + __uint_as_float(uint32_t{residual} << 16));
+    p.y[out] = __float2bfloat16(round_bf16(sum) + residual);
   } else if constexpr (kEpilogue == kStoreF32) {
     p.y_f32[out] = sum;
   } else {

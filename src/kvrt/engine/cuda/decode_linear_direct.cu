@@ -72,13 +72,15 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   auto output_row = [&](int round_, int i) {
     return (round_ * per_round + i / (kMaxTokens * kOutputs)) * kOutputs + i % kOutputs;
   };
-  uint16_t residual[kItemsPerThread];
+  float residual[kItemsPerThread];
   auto load_residuals = [&](int round_) {
 #pragma unroll
     for (int m = 0; m < kItemsPerThread; ++m) {
       const int i = threadIdx.x + m * kThreads;
-      residual[m] = load_residual<kEpilogue>(p, i % (kMaxTokens * kOutputs) / kOutputs,
-                                             output_row(round_, i), i < items && round_ < rounds);
+      residual[m] = i < items && round_ < rounds
+                        ? load_residual<kEpilogue>(p, i % (kMaxTokens * kOutputs) / kOutputs,
+                                                   output_row(round_, i))
+                        : 0.0f;
     }
   };
   load_residuals(round);

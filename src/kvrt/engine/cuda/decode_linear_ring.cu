@@ -117,9 +117,10 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const bool writer = threadIdx.x < kMaxTokens * kOutputs;
   const int out_token = threadIdx.x / kOutputs, out_col = threadIdx.x % kOutputs;
   auto residual_of = [&](int tile) {
-    return load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col, writer && tile < end);
+    return writer && tile < end ? load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col)
+                                : 0.0f;
   };
-  uint16_t residual = residual_of(first);
+  float residual = residual_of(first);
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
   // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
   // buffer again only after passing the barrier that follows the last reads of it.
