@@ -49,7 +49,6 @@ const char* point_label(int point, bool attention) {
       return "last block: merge starts";
     case kTraceMergeLoaded:
       return "last block: partials loaded";
-
     case kTraceEnd:
       return "last output stored";
   }
