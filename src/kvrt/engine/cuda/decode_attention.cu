@@ -32,10 +32,6 @@
 #include "kvrt/engine/cuda/trace.cuh"
 #include "kvrt/engine/cuda/tuning.h"
 
-#ifndef KVRT_EXP_MERGE_SYNC
-#define KVRT_EXP_MERGE_SYNC 1
-#endif
-
 namespace kvrt::engine::cuda {
 namespace {
 
