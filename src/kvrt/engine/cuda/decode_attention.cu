@@ -194,7 +194,7 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
 // ... and walks the splits in batches of 16 whose (max, sum) and partial outputs are all
 // loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
 // against loading the maxima first, then the outputs in two batches) — merging each
-// batch into a running softmax; an empty split (sum 0) weighs nothing.
+// batch into a running softmax; an empty split (max -inf, sum 0) weighs nothing.
 template <int kDim, typename OnLoaded>
 __device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads,
                                              OnLoaded on_loaded) {
@@ -216,15 +216,16 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
         split_o[k] = live ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
-      float batch_max = running_max;
+      // An empty split (and a missing one) has max -inf, sum 0 and zero outputs, so its
+      // weight exp2(-inf) is 0 without a test; the maxima meet in a tree, not a chain.
+      static_assert(kBatch == 16);
+      float half[8], quarter[4];
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        if (split_ml[k].y > 0.0f) {
-          batch_max = fmaxf(batch_max, split_ml[k].x);
-        } else {
-          split_o[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // whatever an empty split left
-        }
-      }
+      for (int k = 0; k < 8; ++k) half[k] = fmaxf(split_ml[k].x, split_ml[k + 8].x);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) quarter[k] = fmaxf(half[k], half[k + 4]);
+      const float batch_max =
+          fmaxf(fmaxf(running_max, fmaxf(quarter[0], quarter[2])), fmaxf(quarter[1], quarter[3]));
       if (s0 == 0) on_loaded();
       if (batch_max == -INFINITY) continue;                  // only empty splits so far
       const float rescale = exp2f(running_max - batch_max);  // 0 while nothing merged
@@ -232,7 +233,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
       acc = make_float4(acc.x * rescale, acc.y * rescale, acc.z * rescale, acc.w * rescale);
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        const float w = split_ml[k].y > 0.0f ? exp2f(split_ml[k].x - batch_max) : 0.0f;
+        const float w = exp2f(split_ml[k].x - batch_max);
         total += w * split_ml[k].y;
         acc.x += w * split_o[k].x;
         acc.y += w * split_o[k].y;
