@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_common.h"
 #include "kvrt/engine/cuda/kernels.h"
 #include "kvrt/engine/cuda/trace.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::bench {
 namespace {
@@ -112,13 +114,22 @@ std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz)
   auto row = [&](int n, int b) {
     return raw.data() + (static_cast<size_t>(n) * kMaxBlocks + b) * kTracePoints;
   };
-  // ns of point k of block b in launch n on the globaltimer's scale, or -1 if not passed.
+  // The earliest entry: times count from it in integers first, since a double holding the
+  // globaltimer's ~1.7e18 ns keeps only 256 ns steps.
+  uint64_t origin = ~uint64_t{0};
+  for (int n = 0; n < chain.slots; ++n) {
+    for (int b = 0; b < kMaxBlocks && row(n, b)[kTraceEntry] != 0; ++b) {
+      origin = std::min(origin, row(n, b)[kTraceEntry]);
+    }
+  }
+  // ns of point k of block b in launch n after `origin`, or -1 if not passed.
   auto at = [&](int n, int b, int k) {
     const uint64_t* r = row(n, b);
-    if (k == kTraceEntry) return static_cast<double>(r[kTraceEntry]);
+    const double entry = static_cast<double>(r[kTraceEntry] - origin);
+    if (k == kTraceEntry) return entry;
     if (r[k] == 0) return -1.0;
     const double ticks = static_cast<double>(static_cast<int64_t>(r[k] - r[kTraceEntryClock]));
-    return static_cast<double>(r[kTraceEntry]) + ticks / clock_ghz;
+    return entry + ticks / clock_ghz;
   };
   std::vector<int> blocks(static_cast<size_t>(chain.slots), 0);
   std::vector<double> last_end(static_cast<size_t>(chain.slots), 0.0);
@@ -163,7 +174,9 @@ std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz)
                   kind.c_str(), blocks[static_cast<size_t>(launches[0])], quantile(durations, 0.5),
                   launches.size());
     out += line;
-    out += "| point | first block | 10% | median | 90% | last block |\n|---|---|---|---|---|---|\n";
+    out +=
+        "| point | first block | 10% | median | 90% | last block | a block's time since its "
+        "previous point (median) |\n|---|---|---|---|---|---|---|\n";
     const int points[] = {kTraceEntry,
                           kTraceProducerDone,
                           kTraceWaitReturned,
@@ -175,22 +188,38 @@ std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz)
                           kTraceMergeStart,
                           kTraceMergeLoaded,
                           kTraceEnd};
+    // Per block, the time from the last point it passed before this one: phases in one
+    // block's clock (the quantile columns mix blocks, and the entry's globaltimer).
+    auto since_previous = [&](int n, int b, int point) {
+      const double t = at(n, b, point);
+      for (const int* p = std::find(std::begin(points), std::end(points), point);
+           t >= 0 && p != std::begin(points);) {
+        const double before = at(n, b, *--p);
+        if (before >= 0) return (t - before) / 1e3;
+      }
+      return -1.0;
+    };
     for (int point : points) {
-      std::vector<double> per_quantile[5];
+      std::vector<double> per_quantile[5], gaps;
       for (int n : launches) {
-        std::vector<double> v;
+        std::vector<double> v, gap;
         for (int b = 0; b < blocks[static_cast<size_t>(n)]; ++b) {
           const double t = at(n, b, point);
           if (t >= 0) v.push_back((t - last_end[static_cast<size_t>(n - 1)]) / 1e3);
+          const double d = since_previous(n, b, point);
+          if (d >= 0) gap.push_back(d);
         }
         if (v.empty()) continue;
         for (int q = 0; q < 5; ++q) per_quantile[q].push_back(quantile(v, qs[q]));
+        if (!gap.empty()) gaps.push_back(quantile(gap, 0.5));
       }
       if (per_quantile[0].empty()) continue;
-      std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+      char gap_cell[32] = "-";
+      if (!gaps.empty()) std::snprintf(gap_cell, sizeof(gap_cell), "%.2f", quantile(gaps, 0.5));
+      std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n",
                     point_label(point, attention), quantile(per_quantile[0], 0.5),
                     quantile(per_quantile[1], 0.5), quantile(per_quantile[2], 0.5),
-                    quantile(per_quantile[3], 0.5), quantile(per_quantile[4], 0.5));
+                    quantile(per_quantile[3], 0.5), quantile(per_quantile[4], 0.5), gap_cell);
       out += line;
     }
   }
@@ -224,6 +253,23 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
       for (bool resident : {false, true}) {
         out += trace_chain(timer, linear_chain(shape, resident), *clock_ghz);
       }
+    }
+    // down under geometries that leave room for a block of the next launch beside this
+    // launch's (measured slower than the library's choice): where their time goes.
+    for (const auto& [keys, stages, per_sm] : {std::tuple{1024, 5, 1}, std::tuple{832, 4, 2}}) {
+      DecodeLinearTuning t;
+      t.kernel = DecodeLinearKernel::kRing;
+      t.stage_keys = keys;
+      t.stages = stages;
+      t.blocks_per_sm = per_sm;
+      set_decode_linear_tuning(t);
+      TraceChain chain = linear_chain(shapes[3], false);
+      char title[96];
+      std::snprintf(title, sizeof(title), ", ring %d keys, %d deep, %d/SM", keys, stages, per_sm);
+      chain.title += title;
+      chain.kinds = {chain.title};
+      out += trace_chain(timer, chain, *clock_ghz);
+      set_decode_linear_tuning(DecodeLinearTuning{});
     }
     out += trace_decode_step(timer, m, 4096, *clock_ghz);
   }
