@@ -42,6 +42,9 @@ struct Variant {
   bool prefetch_history = true;  // DecodeAttention::prefetch_history
   bool attention = true;         // false: no rope, no attention (their share)
   int splits = 0;                // 0: decode_attention_splits()
+  // Launch geometries of the linear layers (default: the library's choice). Applied as
+  // the process-wide override around each launch while the step is captured.
+  DecodeLinearTuning o_proj, gate_up, down;
 };
 
 struct Step {
@@ -133,11 +136,15 @@ struct Step {
       KVRT_RETURN_IF_ERROR(
           linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
+      set_decode_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
           linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
+      set_decode_linear_tuning(v.gate_up);
       KVRT_RETURN_IF_ERROR(
           linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
+      set_decode_linear_tuning(v.down);
       KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
+      set_decode_linear_tuning(DecodeLinearTuning{});
     }
     DecodeLinear head;
     head.weight = lm_head.bf();
@@ -204,22 +211,36 @@ struct Step {
 
 std::string trace_decode_step(Timer& timer, const Model& m, int context, double clock_ghz) {
   auto step = std::make_shared<Step>(m, context);
-  TraceChain chain;
-  char title[128];
-  std::snprintf(title, sizeof(title), "%s decode step, cache %d", m.name, context);
-  chain.title = title;
-  chain.launch = [step](int, cudaStream_t s) { return step->ours(Variant{}, s); };
-  // Two steps per graph; every launch but the first is summarized against its predecessor.
-  chain.launches = 2;
-  for (int l = 0; l < m.layers; ++l) {
-    for (const char* kind : {"q/k/v", "attention", "o_proj", "gate/up", "down"}) {
-      chain.kinds.push_back(kind);
+  std::string out;
+  // The library's geometries, then down on a 2-deep ring, which leaves room for the next
+  // q/k/v block (the sweep's "room for the next launch" rows: slower).
+  for (bool room : {false, true}) {
+    Variant v;
+    if (room) {
+      v.down.kernel = DecodeLinearKernel::kRing;
+      v.down.stage_keys = 1024;
+      v.down.stages = 2;
+      v.down.blocks_per_sm = 2;
     }
+    TraceChain chain;
+    char title[160];
+    std::snprintf(title, sizeof(title), "%s decode step, cache %d%s", m.name, context,
+                  room ? ", down on a 2-deep ring" : "");
+    chain.title = title;
+    chain.launch = [step, v](int, cudaStream_t s) { return step->ours(v, s); };
+    // Two steps per graph; every launch but the first is summarized against its predecessor.
+    chain.launches = 2;
+    for (int l = 0; l < m.layers; ++l) {
+      for (const char* kind : {"q/k/v", "attention", "o_proj", "gate/up", "down"}) {
+        chain.kinds.push_back(kind);
+      }
+    }
+    chain.kinds.push_back("LM head");
+    chain.slots = 2 * static_cast<int>(chain.kinds.size());
+    chain.skip = 0;
+    out += trace_chain(timer, chain, clock_ghz);
   }
-  chain.kinds.push_back("LM head");
-  chain.slots = 2 * static_cast<int>(chain.kinds.size());
-  chain.skip = 0;
-  return trace_chain(timer, chain, clock_ghz);
+  return out;
 }
 
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
@@ -266,6 +287,35 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     char choice[64];
     std::snprintf(choice, sizeof(choice), "attention: %d splits", v.splits);
     sweep.add(name, choice, step.bytes(), time(v));
+  }
+  // Geometries that leave room on each multiprocessor for a block of the next launch
+  // (shared memory and registers), so that it streams its W while these finish, and
+  // o_proj's previous 4-deep ring, which leaves none for a gate/up block: down's ring 3
+  // or 2 deep (a q/k/v block fits: TinyLlama at 3, Llama-3.2-1B at 2), gate/up on one
+  // block per SM (a down block fits).
+  auto ring = [](int keys, int stages, int per_sm, int contiguous) {
+    DecodeLinearTuning t;
+    t.kernel = DecodeLinearKernel::kRing;
+    t.stage_keys = keys;
+    t.stages = stages;
+    t.blocks_per_sm = per_sm;
+    t.contiguous = contiguous;
+    return t;
+  };
+  struct Room {
+    const char* name;
+    DecodeLinearTuning o_proj, gate_up, down;
+  };
+  const Room rooms[] = {{"no room after o_proj: its ring 4 deep", ring(1024, 4, 2, 0), {}, {}},
+                        {"down ring 3 deep", {}, {}, ring(1024, 3, 2, 0)},
+                        {"down ring 2 deep", {}, {}, ring(1024, 2, 2, 0)},
+                        {"gate/up one block per SM, 4 deep", {}, ring(2048, 4, 1, 1), {}}};
+  for (const Room& room : rooms) {
+    Variant v;
+    v.o_proj = room.o_proj;
+    v.gate_up = room.gate_up;
+    v.down = room.down;
+    sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v));
   }
   Variant none;
   none.attention = false;
