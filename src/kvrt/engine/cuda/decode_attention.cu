@@ -258,6 +258,10 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   constexpr int kWarps = G::kWarps, kThreads = G::kThreads, kTileKeys = G::kTileKeys;
   constexpr int kStride = kDim + 8, kStages = G::kStages;
   constexpr int kTileElems = kTileKeys * kStride;
+  // The one-pass path's keys per warp; with 8 warps (head_dim <= 80) only, whose
+  // accumulators leave room for twice the scores.
+  constexpr bool kWide = kWarps == 8;
+  constexpr int kWideKeys = kStages * kTileKeys / kWarps;
   // The warps' partials reuse the K tiles, their maxima and sums the query rows. Partial
   // rows are padded to kDim + 8 floats (8 or 24 mod 32 banks at every head_dim), so
   // the float2 stores of a warp's 8 row groups fall in distinct banks; unpadded, the
@@ -296,6 +300,9 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   const bool has_new = pos >= start && pos < end;
   const int history_end = has_new ? pos : end;
   const int tiles = history_end > start ? ceil_div(history_end - start, kTileKeys) : 0;
+  // A history that fits the ring at once is scored in one pass (kWideKeys per warp)
+  // rather than tile by tile: fewer barriers, independent MMA chains.
+  const bool wide = kWide && tiles > 0 && tiles <= kStages;
 #pragma unroll
   for (int s = 0; s < kStages; ++s) {
     if (s < tiles) {
@@ -343,7 +350,31 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[kDim / 8][4] = {};
-    for (int it = 0; it < tiles; ++it) {
+    if (wide) {
+      // The whole history is in the ring: one pass, warp w over rows kWideKeys * w
+      // onward (the stages are contiguous rows), skipped when they lie past the tiles
+      // loaded (rows past the history in a loaded tile are zeros, masked below).
+      cp_async_wait<0>();
+      __syncthreads();
+      if (threadIdx.x == 0) KVRT_TRACE(kTraceFirstSlotFull);
+      const int row0 = warp * kWideKeys;
+      if (row0 < tiles * kTileKeys) {
+        float s[kWideKeys / 8][4];
+        scores<kDim, kWideKeys>(s, qf, ks + row0 * kStride, kStride);
+#pragma unroll
+        for (int n = 0; n < kWideKeys / 8; ++n) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int key = start + row0 + n * 8 + 2 * t + (j & 1);
+            s[n][j] = key < history_end ? s[n][j] * p.scale_log2 : -INFINITY;
+          }
+        }
+        uint32_t pa[kWideKeys / 16][4];
+        online_softmax<kWideKeys, kDim>(s, m, l, o, pa);
+        accumulate_pv<kWideKeys, kDim>(o, pa, vs + row0 * kStride, kStride);
+      }
+    }
+    for (int it = 0; !wide && it < tiles; ++it) {
       cp_async_wait<kStages - 1>();  // tile `it` has landed (kStages + it groups issued)
       __syncthreads();
       if (threadIdx.x == 0 && it == 0) KVRT_TRACE(kTraceFirstSlotFull);
