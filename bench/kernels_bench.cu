@@ -159,6 +159,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
                                                           {1024, 4, 2, 0, 16},
                                                           {1024, 4, 2, 0, 64},
                                                           {1024, 4, 2, 0, 0},
+                                                          {1024, 2, 2, 0, 0},
                                                           {1024, 5, 2, 0, 0},
                                                           {2048, 2, 2, 0, 0},
                                                           {1024, 6, 1, 0, 0}}) {

@@ -68,9 +68,10 @@ DecodeLinearTuning g_tuning_override;
 // 1024-key slots; matrices of 2048-key rows as whole-row slots copied in one run per
 // tile (x then in registers). q/k/v-sized matrices run one block per SM with a ring
 // that holds the block's whole share, so the next launch's blocks are resident beside
-// them and stream their W while these finish. Grids are balanced (decode_linear_grid)
-// where a block streams several tiles; where a block's whole share fits its ring at
-// once, more blocks won. (No class depends on the token count since x moved into
+// them and stream their W while these finish; o_proj's 2-deep ring (its blocks' whole
+// tile) likewise leaves room for a block of the gate/up launch that follows it. Grids are balanced
+// (decode_linear_grid) where a block streams several tiles; where a block's whole share fits its
+// ring at once, more blocks won. (No class depends on the token count since x moved into
 // registers.)
 DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
@@ -81,9 +82,9 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
   t.split_k = 8;
   t.balanced_grid = 1;
   t.row_pad = 0;  // every copy 128-byte aligned: faster than conflict-free reads
-  if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj
-    t.stage_keys = 1024;
-    t.stages = 4;
+  if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj: a 2-deep ring holds a block's tile
+    t.stage_keys = 1024;                  // and leaves room for a gate/up block
+    t.stages = 2;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
   } else if (bytes <= 16 * kMiB) {  // q/k/v: the next launch's blocks fit beside these
