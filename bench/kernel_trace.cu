@@ -254,18 +254,6 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
         out += trace_chain(timer, linear_chain(shape, resident), *clock_ghz);
       }
     }
-    // q/k/v with its first W copy 1 µs after entry (the blocks of the next launch enter
-    // beside this one's).
-    {
-      DecodeLinearTuning late;
-      late.producer_delay_ns = 1000;
-      set_decode_linear_tuning(late);
-      TraceChain chain = linear_chain(shapes[0], false);
-      chain.title += ", first W copy 1 µs after entry";
-      chain.kinds = {chain.title};
-      out += trace_chain(timer, chain, *clock_ghz);
-      set_decode_linear_tuning(DecodeLinearTuning{});
-    }
     // down under geometries that leave room for a block of the next launch beside this
     // launch's (measured slower than the library's choice): where their time goes.
     for (const auto& [keys, stages, per_sm] : {std::tuple{1024, 5, 1}, std::tuple{832, 4, 2}}) {

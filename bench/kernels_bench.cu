@@ -193,17 +193,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    for (int delay_ns : {500, 1000}) {
-      DecodeLinearTuning late;
-      late.producer_delay_ns = delay_ns;
-      set_decode_linear_tuning(late);
-      char column[64];
-      std::snprintf(column, sizeof(column), "library's choice, first W copy %d ns after entry",
-                    delay_ns);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-      g_sweep.linear.add(row, column, cell);
-    }
-    set_decode_linear_tuning(DecodeLinearTuning{});
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

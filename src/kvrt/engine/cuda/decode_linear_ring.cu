@@ -65,11 +65,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     // Producer: lane r < 8 copies tile row r of each slot; with whole-row slots stored
     // unpadded (`contiguous`), lane 0 copies the tile's rows in one run (SwiGLU: lane 0
     // the gate rows, lane 4 the up rows).
-    if (p.producer_delay_ns > 0) {
-      const uint64_t entry = global_timer_ns();
-      while (global_timer_ns() - entry < static_cast<uint64_t>(p.producer_delay_ns)) {
-      }
-    }
     for (int n = 0; n < total; ++n) {
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);

@@ -25,10 +25,6 @@ struct DecodeLinearTuning {
   // source is 128-byte aligned as well. The library pads none: aligned copies stream
   // faster than conflict-free reads save (docs/kernels-sweep.md).
   int row_pad = -1;
-  // kRing: the producer issues its first copy this many ns after block entry (>= 0;
-  // the library: 0). An experiment: a block that enters while the launch before it
-  // still runs would leave that launch's last loads ahead of its W in the queues.
-  int producer_delay_ns = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
