@@ -44,7 +44,7 @@ struct Variant {
   int splits = 0;                // 0: decode_attention_splits()
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
-  DecodeLinearTuning qkv, o_proj, gate_up, down;
+  DecodeLinearTuning o_proj, gate_up, down;
 };
 
 struct Step {
@@ -133,10 +133,8 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      set_decode_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(
           linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
-      set_decode_linear_tuning(DecodeLinearTuning{});
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
       set_decode_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
@@ -318,15 +316,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.gate_up = room.gate_up;
     v.down = room.down;
     sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v));
-  }
-  {
-    DecodeLinearTuning gamma_late;
-    gamma_late.gamma_after_wait = 1;
-    Variant v;
-    v.qkv = gamma_late;
-    sweep.add(name, "norm weight after the PDL wait: q/k/v", step.bytes(), time(v));
-    v.gate_up = gamma_late;
-    sweep.add(name, "norm weight after the PDL wait: q/k/v and gate/up", step.bytes(), time(v));
   }
   Variant none;
   none.attention = false;

@@ -254,17 +254,6 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
         out += trace_chain(timer, linear_chain(shape, resident), *clock_ghz);
       }
     }
-    // q/k/v and gate/up with the norm weight loaded after the PDL wait.
-    for (int shape : {0, 2}) {
-      DecodeLinearTuning gamma_late;
-      gamma_late.gamma_after_wait = 1;
-      set_decode_linear_tuning(gamma_late);
-      TraceChain chain = linear_chain(shapes[shape], false);
-      chain.title += ", norm weight loaded after the PDL wait";
-      chain.kinds = {chain.title};
-      out += trace_chain(timer, chain, *clock_ghz);
-      set_decode_linear_tuning(DecodeLinearTuning{});
-    }
     // down under geometries that leave room for a block of the next launch beside this
     // launch's (measured slower than the library's choice): where their time goes.
     for (const auto& [keys, stages, per_sm] : {std::tuple{1024, 5, 1}, std::tuple{832, 4, 2}}) {

@@ -193,19 +193,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    {
-      DecodeLinearTuning staged;
-      staged.x_staged = 1;
-      set_decode_linear_tuning(staged);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-      g_sweep.linear.add(row, "library's choice, x staged in shared memory", cell);
-      DecodeLinearTuning gamma_late;
-      gamma_late.gamma_after_wait = 1;
-      set_decode_linear_tuning(gamma_late);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-      g_sweep.linear.add(row, "library's choice, norm weight loaded after the PDL wait", cell);
-      set_decode_linear_tuning(DecodeLinearTuning{});
-    }
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

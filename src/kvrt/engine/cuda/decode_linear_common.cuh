@@ -42,14 +42,12 @@ struct Params {
   int tiles;
   float eps;
   // Ring kernel.
-  int stage_keys;        // k elements per row in one ring slot
-  int parts;             // ring slots per tile: ceil(in / stage_keys)
-  int row_stride;        // bytes between W rows in a slot (padded against bank conflicts,
-                         // except when contiguous)
-  int stages;            // ring slots
-  int contiguous;        // 1: a slot holds whole rows, copied as one run per tile (or half)
-  int x_staged;          // 1: x in shared memory even where registers would do
-  int gamma_after_wait;  // 1: the norm weight loaded after the PDL wait, with x
+  int stage_keys;  // k elements per row in one ring slot
+  int parts;       // ring slots per tile: ceil(in / stage_keys)
+  int row_stride;  // bytes between W rows in a slot (padded against bank conflicts,
+                   // except when contiguous)
+  int stages;      // ring slots
+  int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
 #if KVRT_KERNEL_TRACE
@@ -291,7 +289,7 @@ inline int decode_linear_grid(int work, int slots, bool balanced) {
 // blocks per SM leave; x in registers too spilled, or cost the next launch its room.)
 inline bool ring_x_in_registers(const decode_linear::Params& p) {
   using namespace decode_linear;
-  return !p.x_staged && p.parts == 1 && ceil_div(p.chunks, 4) <= kWarps * kRegisterSteps;
+  return p.parts == 1 && ceil_div(p.chunks, 4) <= kWarps * kRegisterSteps;
 }
 
 // Launchers of the two kernels (the dispatcher in decode_linear.cu picks one per shape).

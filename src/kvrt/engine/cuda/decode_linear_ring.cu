@@ -97,16 +97,14 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   if constexpr (kXInRegisters) {
     auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
     uint4 gamma[kRegisterSteps] = {};
-    if (kNorm && !p.gamma_after_wait) load_gamma_registers(p, gamma, chunk);
+    if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
-    if (kNorm && p.gamma_after_wait) load_gamma_registers(p, gamma, chunk);
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     load_x_registers<kNorm>(p, xr, gamma, chunk, reduce + kWarps * 64, consumer_sync);
   } else {
     uint4 gamma[4] = {};  // in <= 8192 without loads after the wait
-    if (kNorm && !p.gamma_after_wait) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
+    if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
-    if (kNorm && p.gamma_after_wait) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
     consumer_sync();
