@@ -193,14 +193,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    {
-      DecodeLinearTuning paced;
-      paced.paced_fill = 1;
-      set_decode_linear_tuning(paced);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-      g_sweep.linear.add(row, "library's choice, first fill paced", cell);
-      set_decode_linear_tuning(DecodeLinearTuning{});
-    }
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

@@ -60,21 +60,6 @@ __device__ __forceinline__ void barrier_wait(uint64_t* barrier, uint32_t parity)
       : "memory");
 }
 
-// Whether the phase with this parity has completed (does not block).
-__device__ __forceinline__ bool barrier_test(uint64_t* barrier, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p;\n"
-      "  mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "  selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(smem_address(barrier)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // [src, src + bytes) -> shared dst, completing `bytes` on `barrier`. Both addresses
 // 16-byte aligned, bytes a multiple of 16.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,

@@ -48,7 +48,6 @@ struct Params {
                    // except when contiguous)
   int stages;      // ring slots
   int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
-  int paced_fill;  // 1: first fill one slot at a time until the consumers pass the wait
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
 #if KVRT_KERNEL_TRACE

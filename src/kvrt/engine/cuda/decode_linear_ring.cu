@@ -49,7 +49,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const int first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * p.tiles / gridDim.x);
   const int end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
   const int total = (end - first) * p.parts;  // ring slots this block fills
-  __shared__ int past_wait;                   // set once the consumers are past the wait
 
   KVRT_TRACE_BEGIN();
   if (threadIdx.x == 0) {
@@ -58,7 +57,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       barrier_init(&empty[s], kConsumers);
     }
     barrier_init_fence();
-    past_wait = 0;
   }
   __syncthreads();
   pdl_launch_dependents();
@@ -69,15 +67,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     // the gate rows, lane 4 the up rows).
     for (int n = 0; n < total; ++n) {
       const int slot = n % p.stages;
-      if (n >= p.stages) {
-        barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
-      } else if (p.paced_fill && n > 0) {
-        // While the launch ahead still runs, one slot in flight at a time: its last
-        // loads then meet short queues rather than every block's whole first fill.
-        while (!barrier_test(&full[n - 1], 0) && *static_cast<volatile int*>(&past_wait) == 0) {
-          __nanosleep(32);
-        }
-      }
+      if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
       const int tile = first + n / p.parts, k0 = (n % p.parts) * p.stage_keys;
       const int row = lane < kTileCols ? matrix_row<kGlu>(p, tile, lane) : -1;
       const uint32_t bytes = static_cast<uint32_t>(min(p.stage_keys, p.in - k0)) * 2u;
@@ -109,14 +99,12 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     uint4 gamma[kRegisterSteps] = {};
     if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
-    if (threadIdx.x == 0) *static_cast<volatile int*>(&past_wait) = 1;
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     load_x_registers<kNorm>(p, xr, gamma, chunk, reduce + kWarps * 64, consumer_sync);
   } else {
     uint4 gamma[4] = {};  // in <= 8192 without loads after the wait
     if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
-    if (threadIdx.x == 0) *static_cast<volatile int*>(&past_wait) = 1;
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
     consumer_sync();

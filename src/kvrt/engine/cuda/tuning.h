@@ -25,9 +25,6 @@ struct DecodeLinearTuning {
   // source is 128-byte aligned as well. The library pads none: aligned copies stream
   // faster than conflict-free reads save (docs/kernels-sweep.md).
   int row_pad = -1;
-  // kRing: 1 paces the ring's first fill while the launch ahead still runs (one slot
-  // in flight until the consumers are past the PDL wait).
-  int paced_fill = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
