@@ -44,7 +44,7 @@ struct Variant {
   int splits = 0;                // 0: decode_attention_splits()
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
-  DecodeLinearTuning qkv, o_proj, gate_up, down, lm_head;
+  DecodeLinearTuning o_proj, gate_up, down;
 };
 
 struct Step {
@@ -133,10 +133,8 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      set_decode_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(
           linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
-      set_decode_linear_tuning(DecodeLinearTuning{});
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
       set_decode_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
@@ -155,10 +153,7 @@ struct Step {
     head.in = m.hidden;
     head.norm_weight = final_norm.bf();
     head.output_f32 = static_cast<float*>(logits.ptr);
-    set_decode_linear_tuning(v.lm_head);
-    const Status status = decode_linear(head, s);
-    set_decode_linear_tuning(DecodeLinearTuning{});
-    return status;
+    return decode_linear(head, s);
   }
 
   Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
@@ -221,11 +216,16 @@ std::string trace_decode_step(Timer& timer, const Model& m, int context, double 
   // q/k/v block (the sweep's "room for the next launch" rows: slower).
   for (bool room : {false, true}) {
     Variant v;
-    if (room) v.qkv.gamma_first = v.gate_up.gamma_first = v.lm_head.gamma_first = 1;
+    if (room) {
+      v.down.kernel = DecodeLinearKernel::kRing;
+      v.down.stage_keys = 1024;
+      v.down.stages = 2;
+      v.down.blocks_per_sm = 2;
+    }
     TraceChain chain;
     char title[160];
     std::snprintf(title, sizeof(title), "%s decode step, cache %d%s", m.name, context,
-                  room ? ", norm weight before the first copy" : "");
+                  room ? ", down on a 2-deep ring" : "");
     chain.title = title;
     chain.launch = [step, v](int, cudaStream_t s) { return step->ours(v, s); };
     // Two steps per graph; every launch but the first is summarized against its predecessor.
@@ -316,16 +316,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.gate_up = room.gate_up;
     v.down = room.down;
     sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v));
-  }
-  {
-    DecodeLinearTuning first;
-    first.gamma_first = 1;
-    Variant v;
-    v.qkv = first;
-    sweep.add(name, "norm weight before the first copy: q/k/v", step.bytes(), time(v));
-    v.gate_up = v.lm_head = first;
-    sweep.add(name, "norm weight before the first copy: q/k/v, gate/up, LM head", step.bytes(),
-              time(v));
   }
   Variant none;
   none.attention = false;

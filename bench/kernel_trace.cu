@@ -254,17 +254,6 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
         out += trace_chain(timer, linear_chain(shape, resident), *clock_ghz);
       }
     }
-    // q/k/v and gate/up with the norm weight loaded before the first copy.
-    for (int shape : {0, 2}) {
-      DecodeLinearTuning first;
-      first.gamma_first = 1;
-      set_decode_linear_tuning(first);
-      TraceChain chain = linear_chain(shapes[shape], false);
-      chain.title += ", norm weight before the first copy";
-      chain.kinds = {chain.title};
-      out += trace_chain(timer, chain, *clock_ghz);
-      set_decode_linear_tuning(DecodeLinearTuning{});
-    }
     // down under geometries that leave room for a block of the next launch beside this
     // launch's (measured slower than the library's choice): where their time goes.
     for (const auto& [keys, stages, per_sm] : {std::tuple{1024, 5, 1}, std::tuple{832, 4, 2}}) {

@@ -193,14 +193,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    {
-      DecodeLinearTuning first;
-      first.gamma_first = 1;
-      set_decode_linear_tuning(first);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-      g_sweep.linear.add(row, "library's choice, norm weight before the first copy", cell);
-      set_decode_linear_tuning(DecodeLinearTuning{});
-    }
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

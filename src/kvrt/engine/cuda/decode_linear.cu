@@ -126,7 +126,6 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.balanced_grid >= 0) t.balanced_grid = o.balanced_grid;
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
-  if (o.gamma_first >= 0) t.gamma_first = o.gamma_first;
   return t;
 }
 
@@ -176,7 +175,6 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
     p.row_stride = p.stage_keys * 2 + row_pad;
   };
   set_slots(tuning.stage_keys);
-  p.gamma_first = tuning.gamma_first > 0 ? 1 : 0;
   p.stages = std::clamp(tuning.stages, 2, kMaxStages);
   while (p.stages > 2 && decode_linear_ring_smem(p) > kMaxBlockSmem) --p.stages;
   while (p.stage_keys > granule && decode_linear_ring_smem(p) > kMaxBlockSmem) {  // wide x

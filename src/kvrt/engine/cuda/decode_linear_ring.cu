@@ -51,18 +51,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const int total = (end - first) * p.parts;  // ring slots this block fills
 
   KVRT_TRACE_BEGIN();
-  const int g = lane >> 2, t = lane & 3;
-  auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
-  // The norm weight's chunks; with gamma_first loaded here, before the producer's first
-  // copy, so that they are not queued behind every block's W.
-  uint4 gamma[kXInRegisters ? kRegisterSteps : 4] = {};
-  if (kNorm && p.gamma_first && warp < kWarps) {
-    if constexpr (kXInRegisters) {
-      load_gamma_registers(p, gamma, chunk);
-    } else {
-      load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
-    }
-  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       barrier_init(&full[s], 1);
@@ -98,6 +86,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
     return;
   }
 
+  const int g = lane >> 2, t = lane & 3;
   const bool x_ok = g < p.tokens;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // Whole-row slots: lane (g, t) of warp w only ever multiplies chunks 4 (w + 8 u) + t of
@@ -106,13 +95,15 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   // second is written only after the first tile's barrier.
   uint4 xr[kXInRegisters ? kRegisterSteps : 1];
   if constexpr (kXInRegisters) {
-    if (kNorm && !p.gamma_first) load_gamma_registers(p, gamma, chunk);
+    auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
+    uint4 gamma[kRegisterSteps] = {};
+    if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     load_x_registers<kNorm>(p, xr, gamma, chunk, reduce + kWarps * 64, consumer_sync);
   } else {
-    // gamma: in <= 8192 without loads after the wait
-    if (kNorm && !p.gamma_first) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
+    uint4 gamma[4] = {};  // in <= 8192 without loads after the wait
+    if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
