@@ -129,6 +129,41 @@ __device__ __forceinline__ void load_x_registers(const Params& p, uint4 (&xr)[kR
   }
 }
 
+// load_x_registers for one token, the loads and the normalization spread over the
+// warp's 32 lanes: lane 4u + t takes chunk(u) of lane group t (one load per lane, one
+// instruction per warp) and `gamma0`, its norm-weight chunk; the chunks then move to
+// lanes 0-3, which carry token 0 in the MMA layout, by shuffles, and the other lanes'
+// registers are zero. The general path loads and normalizes all of a warp's chunks in
+// those 4 lanes: eight predicated loads and eight chunks of arithmetic per lane where
+// one of each does.
+template <bool kNorm, typename Chunk, typename Sync>
+__device__ __forceinline__ void load_x_registers_one_token(const Params& p,
+                                                           uint4 (&xr)[kRegisterSteps],
+                                                           uint4 gamma0, Chunk chunk,
+                                                           float* squares, Sync sync) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int c = chunk(lane >> 2);  // chunk() takes this lane's t = lane % 4
+  uint4 mine = c < p.chunks ? reinterpret_cast<const uint4*>(p.x)[c] : make_uint4(0, 0, 0, 0);
+  if constexpr (kNorm) {
+    const float sum = warp_sum(sum_of_squares(mine));
+    if (lane == 0) squares[warp * kMaxTokens] = sum;
+    sync();
+    float row_sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) row_sum += squares[v * kMaxTokens];
+    mine = rms_normalize(mine, gamma0, rsqrtf(row_sum / static_cast<float>(p.in) + p.eps));
+  }
+  const bool token0 = lane < 4;
+#pragma unroll
+  for (int u = 0; u < kRegisterSteps; ++u) {
+    const int from = 4 * u + (lane & 3);
+    const uint4 v =
+        make_uint4(__shfl_sync(0xffffffffu, mine.x, from), __shfl_sync(0xffffffffu, mine.y, from),
+                   __shfl_sync(0xffffffffu, mine.z, from), __shfl_sync(0xffffffffu, mine.w, from));
+    xr[u] = token0 ? v : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // stage_x's norm-weight chunks tid + m * kThreads, m < kGamma, loaded by the caller
 // before the PDL wait (weights are constant); chunks past those are loaded in the
 // normalizing pass (in > kGamma * kThreads * 8).

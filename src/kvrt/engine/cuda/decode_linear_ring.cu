@@ -7,7 +7,8 @@
 //              kernel on the stream has finished (PDL): a launch's first slots are in
 //              flight while its predecessor drains
 //   consumers: 8 warps wait for the previous kernel, take x (RMS-normalized when
-//              fused) into registers when a slot holds whole rows of <= 2048 keys, or
+//              fused) into registers when a slot holds whole rows of <= 2048 keys (one
+//              token whose W fits the ring: loaded and normalized over all lanes), or
 //              else stage it in shared memory, split each slot's k-steps, free the
 //              slot, and at the end of a tile sum their partials in shared memory and
 //              run the epilogue (its residual loaded a tile ahead)
@@ -32,9 +33,14 @@ __device__ __forceinline__ void consumer_sync() {
   named_barrier(kConsumerBarrier, kConsumers);
 }
 
-template <int kEpilogue, bool kNorm, bool kXInRegisters>
+// Where x lives: staged in shared memory, in registers, or in registers for one token
+// (loaded and normalized over all lanes: load_x_registers_one_token).
+enum XMode : int { kXStaged, kXRegisters, kXOneToken };
+
+template <int kEpilogue, bool kNorm, int kX>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
+  constexpr bool kXInRegisters = kX != kXStaged;
   extern __shared__ uint4 smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);  // [kMaxStages]
   uint64_t* empty = full + kMaxStages;                 // [kMaxStages]
@@ -90,12 +96,22 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   const bool x_ok = g < p.tokens;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // Whole-row slots: lane (g, t) of warp w only ever multiplies chunks 4 (w + 8 u) + t of
-  // token g, so x goes straight into registers (load_x_registers). The second reduction
-  // buffer is the norm's scratch: the first tile's partials go to the first, and the
-  // second is written only after the first tile's barrier.
+  // token g, so x goes straight into registers (load_x_registers; one token:
+  // load_x_registers_one_token). The second reduction buffer is the norm's scratch: the
+  // first tile's partials go to the first, and the second is written only after the
+  // first tile's barrier.
+  auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
   uint4 xr[kXInRegisters ? kRegisterSteps : 1];
-  if constexpr (kXInRegisters) {
-    auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
+  if constexpr (kX == kXOneToken) {
+    uint4 gamma0 = zero;  // this lane's chunk of the norm weight (loaded before the wait)
+    if constexpr (kNorm) {
+      const int c = chunk(lane >> 2);
+      if (c < p.chunks) gamma0 = reinterpret_cast<const uint4*>(p.norm_w)[c];
+    }
+    pdl_wait();
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
+    load_x_registers_one_token<kNorm>(p, xr, gamma0, chunk, reduce + kWarps * 64, consumer_sync);
+  } else if constexpr (kX == kXRegisters) {
     uint4 gamma[kRegisterSteps] = {};
     if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
@@ -159,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
 #pragma unroll
       for (int u = 0; u < kRegisterSteps; ++u) {
-        const int c = 4 * (warp + u * kWarps) + t;
+        const int c = chunk(u);
         const uint4 wv = c < p.chunks ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
         mma_bf16(acc, xr[u].x, 0u, xr[u].y, 0u, wv.x, wv.y);
         mma_bf16(acc2, xr[u].z, 0u, xr[u].w, 0u, wv.z, wv.w);
@@ -204,12 +220,16 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   KVRT_TRACE_END(p.trace);
 }
 
+template <int kEpilogue, int kX>
+void (*pick_norm(bool norm))(Params) {
+  return norm ? ring_kernel<kEpilogue, true, kX> : ring_kernel<kEpilogue, false, kX>;
+}
+
 template <int kEpilogue>
-void (*pick(bool norm, bool x_in_registers))(Params) {
-  if (x_in_registers) {
-    return norm ? ring_kernel<kEpilogue, true, true> : ring_kernel<kEpilogue, false, true>;
-  }
-  return norm ? ring_kernel<kEpilogue, true, false> : ring_kernel<kEpilogue, false, false>;
+void (*pick(bool norm, int x_mode))(Params) {
+  return x_mode == kXOneToken    ? pick_norm<kEpilogue, kXOneToken>(norm)
+         : x_mode == kXRegisters ? pick_norm<kEpilogue, kXRegisters>(norm)
+                                 : pick_norm<kEpilogue, kXStaged>(norm);
 }
 
 }  // namespace
@@ -223,16 +243,23 @@ size_t decode_linear_ring_smem(const Params& p) {
 
 Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
                                  bool balanced, cudaStream_t stream) {
-  const bool x_in_registers = ring_x_in_registers(p);
-  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_in_registers)
-                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_in_registers)
-                           : epilogue == kResidual ? pick<kResidual>(norm, x_in_registers)
-                                                   : pick<kStore>(norm, x_in_registers);
+  KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
+  const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
+  // One token's x over all lanes where the launch waits on it: when a block's whole share
+  // of W fits its ring, W is in before x. Where W streams on, x arrives under the
+  // stream anyway and the general path's loop runs without the one-token path's few
+  // spilled registers (gate/up and the LM heads 1-2% slower with it on the H200).
+  const bool share_in_ring = ceil_div(p.tiles, grid) * p.parts <= p.stages;
+  const int x_mode = !ring_x_in_registers(p)          ? kXStaged
+                     : p.tokens == 1 && share_in_ring ? kXOneToken
+                                                      : kXRegisters;
+  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_mode)
+                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_mode)
+                           : epilogue == kResidual ? pick<kResidual>(norm, x_mode)
+                                                   : pick<kStore>(norm, x_mode);
   const size_t smem = decode_linear_ring_smem(p);
   const void* key = reinterpret_cast<const void*>(kernel);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
-  KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
-  const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
 #if KVRT_KERNEL_TRACE
   Params traced = p;
   traced.trace = trace_rows_for_next_launch(grid);
