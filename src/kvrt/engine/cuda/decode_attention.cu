@@ -13,7 +13,8 @@
 //          PDL wait, while the kernels ahead in the stream still run; only the query and
 //          the new row (this step's cache write) are read after it
 //   tile:  16 keys per warp in shared memory, a ring of kStages tiles filled by cp.async;
-//          warp w takes keys 16w..16w+15 and keeps its own running softmax
+//          warp w takes keys 16w..16w+15 and keeps its own running softmax (a history
+//          that fits the ring at once is scored in one pass, 32 keys per warp)
 //   rope:  optionally fused (rope_inv_freq set): q and the new k arrive unrotated in the
 //          fused qkv row; the block rotates them in shared memory and the block that
 //          holds the position writes the new K/V row to the cache, as rope_kv_write would
