@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kvrt/engine/cuda/kernels.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::bench {
 
@@ -45,6 +46,19 @@ struct Buffer {
 
 // `copies` buffers of `bytes` each, random bf16.
 std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float scale);
+// A ring-kernel geometry for set_decode_linear_tuning (-1: the library's choice).
+inline DecodeLinearTuning ring_tuning(int stage_keys, int stages, int blocks_per_sm, int contiguous,
+                                      int row_pad = -1) {
+  DecodeLinearTuning t;
+  t.kernel = DecodeLinearKernel::kRing;
+  t.stage_keys = stage_keys;
+  t.stages = stages;
+  t.blocks_per_sm = blocks_per_sm;
+  t.contiguous = contiguous;
+  t.row_pad = row_pad;
+  return t;
+}
+
 inline int copies_for(size_t bytes) {
   return static_cast<int>(std::max<size_t>(2, (kRotateBytes + bytes - 1) / bytes));
 }

@@ -293,23 +293,15 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   // o_proj's previous 4-deep ring, which leaves none for a gate/up block: down's ring 3
   // or 2 deep (a q/k/v block fits: TinyLlama at 3, Llama-3.2-1B at 2), gate/up on one
   // block per SM (a down block fits).
-  auto ring = [](int keys, int stages, int per_sm, int contiguous) {
-    DecodeLinearTuning t;
-    t.kernel = DecodeLinearKernel::kRing;
-    t.stage_keys = keys;
-    t.stages = stages;
-    t.blocks_per_sm = per_sm;
-    t.contiguous = contiguous;
-    return t;
-  };
   struct Room {
     const char* name;
     DecodeLinearTuning o_proj, gate_up, down;
   };
-  const Room rooms[] = {{"no room after o_proj: its ring 4 deep", ring(1024, 4, 2, 0), {}, {}},
-                        {"down ring 3 deep", {}, {}, ring(1024, 3, 2, 0)},
-                        {"down ring 2 deep", {}, {}, ring(1024, 2, 2, 0)},
-                        {"gate/up one block per SM, 4 deep", {}, ring(2048, 4, 1, 1), {}}};
+  const Room rooms[] = {
+      {"no room after o_proj: its ring 4 deep", ring_tuning(1024, 4, 2, 0), {}, {}},
+      {"down ring 3 deep", {}, {}, ring_tuning(1024, 3, 2, 0)},
+      {"down ring 2 deep", {}, {}, ring_tuning(1024, 2, 2, 0)},
+      {"gate/up one block per SM, 4 deep", {}, ring_tuning(2048, 4, 1, 1), {}}};
   for (const Room& room : rooms) {
     Variant v;
     v.o_proj = room.o_proj;

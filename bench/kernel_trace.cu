@@ -257,12 +257,7 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
     // down under geometries that leave room for a block of the next launch beside this
     // launch's (measured slower than the library's choice): where their time goes.
     for (const auto& [keys, stages, per_sm] : {std::tuple{1024, 5, 1}, std::tuple{832, 4, 2}}) {
-      DecodeLinearTuning t;
-      t.kernel = DecodeLinearKernel::kRing;
-      t.stage_keys = keys;
-      t.stages = stages;
-      t.blocks_per_sm = per_sm;
-      set_decode_linear_tuning(t);
+      set_decode_linear_tuning(ring_tuning(keys, stages, per_sm, -1));
       TraceChain chain = linear_chain(shapes[3], false);
       char title[96];
       std::snprintf(title, sizeof(title), ", ring %d keys, %d deep, %d/SM", keys, stages, per_sm);

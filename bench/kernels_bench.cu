@@ -163,14 +163,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
                                                           {1024, 5, 2, 0, 0},
                                                           {2048, 2, 2, 0, 0},
                                                           {1024, 6, 1, 0, 0}}) {
-      DecodeLinearTuning t;
-      t.kernel = DecodeLinearKernel::kRing;
-      t.stage_keys = keys;
-      t.stages = stages;
-      t.blocks_per_sm = per_sm;
-      t.contiguous = contiguous;
-      t.row_pad = row_pad;
-      choices.push_back(t);
+      choices.push_back(ring_tuning(keys, stages, per_sm, contiguous, row_pad));
     }
     for (int split_k : {4, 8}) {
       DecodeLinearTuning t;
