@@ -69,10 +69,10 @@ DecodeLinearTuning g_tuning_override;
 // tile (x then in registers). q/k/v-sized matrices run one block per SM with a ring
 // that holds the block's whole share, so the next launch's blocks are resident beside
 // them and stream their W while these finish; o_proj's 2-deep ring (its blocks' whole
-// tile) likewise leaves room for a block of the gate/up launch that follows it. Grids are balanced
-// (decode_linear_grid) where a block streams several tiles; where a block's whole share fits its
-// ring at once, more blocks won. (No class depends on the token count since x moved into
-// registers.)
+// tile) likewise leaves room for a block of the gate/up launch that follows it. Grids
+// are balanced (decode_linear_grid) where a block streams several tiles; where a
+// block's whole share fits its ring at once, more blocks won. (No class depends on the
+// token count since x moved into registers.)
 DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double bytes = 2.0 * w_rows * in;
