@@ -38,8 +38,7 @@ __device__ __forceinline__ void consumer_sync() {
 enum XMode : int { kXStaged, kXRegisters, kXOneToken };
 
 template <int kEpilogue, bool kNorm, int kX>
-__global__ void __launch_bounds__(kThreads, kX == kXStaged && !kNorm ? 4 : 2)
-    ring_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr bool kXInRegisters = kX != kXStaged;
   extern __shared__ uint4 smem[];
