@@ -44,7 +44,7 @@ struct Variant {
   int splits = 0;                // 0: decode_attention_splits()
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
-  DecodeLinearTuning qkv, o_proj, gate_up, down, lm_head;
+  DecodeLinearTuning o_proj, gate_up, down;
 };
 
 struct Step {
@@ -133,10 +133,8 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      set_decode_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(
           linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
-      set_decode_linear_tuning(DecodeLinearTuning{});
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
       set_decode_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
@@ -155,10 +153,7 @@ struct Step {
     head.in = m.hidden;
     head.norm_weight = final_norm.bf();
     head.output_f32 = static_cast<float*>(logits.ptr);
-    set_decode_linear_tuning(v.lm_head);
-    const Status status = decode_linear(head, s);
-    set_decode_linear_tuning(DecodeLinearTuning{});
-    return status;
+    return decode_linear(head, s);
   }
 
   Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
@@ -314,16 +309,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.down = room.down;
     sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v));
   }
-  // Rows 4-7 of every ring slot shifted off the banks of rows 0-3 (conflict-free reads).
-  DecodeLinearTuning shifted;
-  shifted.upper_shift = 64;
-  Variant shift_qkv, shift_gate_up, shift_all;
-  shift_qkv.qkv = shift_all.qkv = shifted;
-  shift_gate_up.gate_up = shift_all.gate_up = shifted;
-  shift_all.o_proj = shift_all.down = shift_all.lm_head = shifted;
-  sweep.add(name, "rows 4-7 shifted 64 B: q/k/v", step.bytes(), time(shift_qkv));
-  sweep.add(name, "rows 4-7 shifted 64 B: gate/up", step.bytes(), time(shift_gate_up));
-  sweep.add(name, "rows 4-7 shifted 64 B: every linear layer", step.bytes(), time(shift_all));
   Variant none;
   none.attention = false;
   sweep.add(name, "without rope and attention (bytes as with)", step.bytes(), time(none));

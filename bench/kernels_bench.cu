@@ -186,13 +186,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    // The library's geometry with rows 4-7 of each slot shifted off rows 0-3's banks.
-    DecodeLinearTuning shifted;
-    shifted.upper_shift = 64;
-    set_decode_linear_tuning(shifted);
-    std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-    g_sweep.linear.add(row, "library's choice, rows 4-7 shifted 64 B", cell);
-    set_decode_linear_tuning(DecodeLinearTuning{});
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

@@ -82,7 +82,6 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
   t.split_k = 8;
   t.balanced_grid = 1;
   t.row_pad = 0;  // every copy 128-byte aligned: faster than conflict-free reads
-  t.upper_shift = 0;
   if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj: a 2-deep ring holds a block's tile
     t.stage_keys = 1024;                  // and leaves room for a gate/up block
     t.stages = 2;
@@ -127,7 +126,6 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.balanced_grid >= 0) t.balanced_grid = o.balanced_grid;
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
-  if (o.upper_shift >= 0) t.upper_shift = o.upper_shift;
   return t;
 }
 
@@ -177,7 +175,6 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
     p.row_stride = p.stage_keys * 2 + row_pad;
   };
   set_slots(tuning.stage_keys);
-  p.upper_shift = tuning.upper_shift > 0 ? 64 : 0;
   p.stages = std::clamp(tuning.stages, 2, kMaxStages);
   while (p.stages > 2 && decode_linear_ring_smem(p) > kMaxBlockSmem) --p.stages;
   while (p.stage_keys > granule && decode_linear_ring_smem(p) > kMaxBlockSmem) {  // wide x

@@ -48,11 +48,6 @@ struct Params {
                    // except when contiguous)
   int stages;      // ring slots
   int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
-  // Bytes by which rows 4-7 of a slot sit past rows 0-3's bank alignment (0 or 64): with
-  // rows 128-byte aligned, the 8 rows a warp reads in one instruction share 16 of the 32
-  // banks (2-way conflicts); shifted, they cover all 32. Contiguous slots then take two
-  // copies per tile, one per half.
-  int upper_shift;
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
 #if KVRT_KERNEL_TRACE
@@ -330,12 +325,6 @@ inline int decode_linear_grid(int work, int slots, bool balanced) {
 inline bool ring_x_in_registers(const decode_linear::Params& p) {
   using namespace decode_linear;
   return p.parts == 1 && ceil_div(p.chunks, 4) <= kWarps * kRegisterSteps;
-}
-
-// Bytes of one ring slot: 8 rows, and with the upper half shifted one more 128 bytes, so
-// every slot still starts 128-byte aligned.
-__host__ __device__ inline int ring_slot_bytes(const decode_linear::Params& p) {
-  return decode_linear::kTileCols * p.row_stride + (p.upper_shift != 0 ? 128 : 0);
 }
 
 // Launchers of the two kernels (the dispatcher in decode_linear.cu picks one per shape).

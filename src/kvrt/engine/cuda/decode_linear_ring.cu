@@ -37,9 +37,7 @@ __device__ __forceinline__ void consumer_sync() {
 // (loaded and normalized over all lanes: load_x_registers_one_token).
 enum XMode : int { kXStaged, kXRegisters, kXOneToken };
 
-// kShift: Params::upper_shift, a constant here so that the unshifted kernels' row
-// addresses cost no registers (the x-in-registers kernels sit at their cap).
-template <int kEpilogue, bool kNorm, int kX, int kShift>
+template <int kEpilogue, bool kNorm, int kX>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr bool kXInRegisters = kX != kXStaged;
@@ -47,9 +45,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);  // [kMaxStages]
   uint64_t* empty = full + kMaxStages;                 // [kMaxStages]
   char* ring = reinterpret_cast<char*>(smem) + kBarrierBytes;
-  const int slot_bytes = kTileCols * p.row_stride + (kShift != 0 ? 128 : 0);  // ring_slot_bytes
-  // Where row r of a slot starts (rows 4-7 shifted past the bank alignment of 0-3).
-  auto row_offset = [&](int r) { return r * p.row_stride + (r >= kTileCols / 2 ? kShift : 0); };
+  const int slot_bytes = kTileCols * p.row_stride;
   uint4* xs = reinterpret_cast<uint4*>(ring + static_cast<size_t>(p.stages) * slot_bytes);
   float* reduce =  // [2][warps][64]
       reinterpret_cast<float*>(xs + (kXInRegisters ? 0 : p.tokens * p.x_stride));
@@ -73,10 +69,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
 
   if (warp == kWarps) {
     // Producer: lane r < 8 copies tile row r of each slot; with whole-row slots stored
-    // unpadded (`contiguous`), lane 0 copies the tile's rows in one run, or lanes 0 and 4
-    // a half each when the upper half is shifted (SwiGLU: lane 0 the gate rows, lane 4
-    // the up rows, always).
-    const bool halves = kGlu || kShift != 0;
+    // unpadded (`contiguous`), lane 0 copies the tile's rows in one run (SwiGLU: lane 0
+    // the gate rows, lane 4 the up rows).
     for (int n = 0; n < total; ++n) {
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
@@ -87,15 +81,11 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       const unsigned rows = __popc(__ballot_sync(0xffffffffu, row >= 0));
       if (lane == 0) barrier_arrive_expect_tx(&full[slot], rows * bytes);
       __syncwarp();
-      char* dst = ring + slot * slot_bytes + row_offset(lane);
+      char* dst = ring + slot * slot_bytes + lane * p.row_stride;
       if (!p.contiguous) {
         if (row >= 0) bulk_copy(dst, src, bytes, &full[slot]);
-      } else if (row >= 0 && (lane == 0 || (halves && lane == kTileCols / 2))) {
-        // Valid rows are a prefix of each half (SwiGLU) or of the tile.
-        const unsigned run = kGlu     ? rows / 2
-                             : halves ? (lane == 0 ? min(rows, 4u) : rows - 4u)
-                                      : rows;
-        bulk_copy(dst, src, run * bytes, &full[slot]);
+      } else if (row >= 0 && (lane == 0 || (kGlu && lane == 4))) {
+        bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot]);
       }
     }
     if (lane == 0) KVRT_TRACE(kTraceProducerDone);
@@ -182,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
       barrier_wait(&full[slot], parity);
       if (threadIdx.x == 0 && tile == first) KVRT_TRACE(kTraceFirstSlotFull);
       if (threadIdx.x == 0 && tile == end - 1) KVRT_TRACE(kTraceLastSlotFull);
-      const char* w_row = ring + slot * slot_bytes + row_offset(g);
+      const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
 #pragma unroll
       for (int u = 0; u < kRegisterSteps; ++u) {
         const int c = chunk(u);
@@ -208,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
         const int k0_chunk = part * (p.stage_keys / 8);
         const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
         const int steps = ceil_div(chunks, 4);
-        const char* w_row = ring + slot * slot_bytes + row_offset(g);
+        const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
 #pragma unroll 4
         for (int j = warp; j < steps; j += kWarps) {
           const int c = 4 * j + t;
@@ -230,22 +220,16 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   KVRT_TRACE_END(p.trace);
 }
 
-template <int kEpilogue, int kX, int kShift>
-void (*pick_norm(bool norm))(Params) {
-  return norm ? ring_kernel<kEpilogue, true, kX, kShift>
-              : ring_kernel<kEpilogue, false, kX, kShift>;
-}
-
 template <int kEpilogue, int kX>
-void (*pick_shift(bool norm, int shift))(Params) {
-  return shift != 0 ? pick_norm<kEpilogue, kX, 64>(norm) : pick_norm<kEpilogue, kX, 0>(norm);
+void (*pick_norm(bool norm))(Params) {
+  return norm ? ring_kernel<kEpilogue, true, kX> : ring_kernel<kEpilogue, false, kX>;
 }
 
 template <int kEpilogue>
-void (*pick(bool norm, int x_mode, int shift))(Params) {
-  return x_mode == kXOneToken    ? pick_shift<kEpilogue, kXOneToken>(norm, shift)
-         : x_mode == kXRegisters ? pick_shift<kEpilogue, kXRegisters>(norm, shift)
-                                 : pick_shift<kEpilogue, kXStaged>(norm, shift);
+void (*pick(bool norm, int x_mode))(Params) {
+  return x_mode == kXOneToken    ? pick_norm<kEpilogue, kXOneToken>(norm)
+         : x_mode == kXRegisters ? pick_norm<kEpilogue, kXRegisters>(norm)
+                                 : pick_norm<kEpilogue, kXStaged>(norm);
 }
 
 }  // namespace
@@ -253,7 +237,7 @@ void (*pick(bool norm, int x_mode, int shift))(Params) {
 size_t decode_linear_ring_smem(const Params& p) {
   const size_t x_bytes =
       ring_x_in_registers(p) ? 0 : static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4);
-  return kBarrierBytes + static_cast<size_t>(p.stages) * ring_slot_bytes(p) + x_bytes +
+  return kBarrierBytes + static_cast<size_t>(p.stages) * kTileCols * p.row_stride + x_bytes +
          kReduceBytes;
 }
 
@@ -269,11 +253,10 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int b
   const int x_mode = !ring_x_in_registers(p)          ? kXStaged
                      : p.tokens == 1 && share_in_ring ? kXOneToken
                                                       : kXRegisters;
-  const int shift = p.upper_shift;
-  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_mode, shift)
-                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_mode, shift)
-                           : epilogue == kResidual ? pick<kResidual>(norm, x_mode, shift)
-                                                   : pick<kStore>(norm, x_mode, shift);
+  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_mode)
+                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_mode)
+                           : epilogue == kResidual ? pick<kResidual>(norm, x_mode)
+                                                   : pick<kStore>(norm, x_mode);
   const size_t smem = decode_linear_ring_smem(p);
   const void* key = reinterpret_cast<const void*>(kernel);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));

@@ -25,11 +25,6 @@ struct DecodeLinearTuning {
   // source is 128-byte aligned as well. The library pads none: aligned copies stream
   // faster than conflict-free reads save (docs/kernels-sweep.md).
   int row_pad = -1;
-  // Bytes by which rows 4-7 of a slot sit past the bank alignment of rows 0-3: 64 (the
-  // 8 rows a warp reads at once cover all 32 banks; a contiguous slot then takes two
-  // copies, the second 64-byte aligned) or 0 (2-way read conflicts, copies 128-byte
-  // aligned).
-  int upper_shift = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
@@ -38,8 +33,8 @@ struct DecodeLinearTuning {
 // and `tokens` vectors: the override's set fields, the library's choice for the rest.
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 
-// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous,
-// balanced_grid, row_pad and upper_shift >= 0)
+// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous and
+// balanced_grid >= 0)
 // for every later launch;
 // a default-constructed value restores the library's choice. Not thread-safe with
 // concurrent launches: for benchmarks and tests.
