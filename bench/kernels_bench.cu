@@ -186,21 +186,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    // The library's geometry with every slot one swizzled tensor copy.
-    DecodeLinearTuning swizzled;
-    swizzled.swizzle = 1;
-    set_decode_linear_tuning(swizzled);
-    std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-    g_sweep.linear.add(row, "library's choice, swizzled tensor copies", cell);
-    if (w_bytes <= 40u << 20) {
-      const auto resident = rotation(w_bytes, 1, 1.0f / 64);
-      auto launch_resident = [&](int, cudaStream_t s) { return launch_with(resident[0]->bf(), s); };
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_resident, launches));
-    } else {
-      std::snprintf(cell, sizeof(cell), "-");
-    }
-    g_sweep.linear.add(row, "swizzled tensor copies, W resident in L2", cell);
-    set_decode_linear_tuning(DecodeLinearTuning{});
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

@@ -71,27 +71,6 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
       : "memory");
 }
 
-// One box of a tensor map (cuTensorMapEncodeTiled; `map` in parameter, constant or
-// global memory) at coordinates {c0, c1, c2[, c3]} -> shared dst, completing the box's
-// bytes (out-of-bounds elements land as zeros and count too) on `barrier`. With the
-// 128-byte swizzle, dst must be 1024-byte aligned.
-__device__ __forceinline__ void tensor_copy_3d(void* dst, const void* map, int c0, int c1, int c2,
-                                               uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
-      "{%2, %3, %4}], [%5];" ::"r"(smem_address(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_address(barrier))
-      : "memory");
-}
-__device__ __forceinline__ void tensor_copy_4d(void* dst, const void* map, int c0, int c1, int c2,
-                                               int c3, uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
-      "{%2, %3, %4, %5}], [%6];" ::"r"(smem_address(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_address(barrier))
-      : "memory");
-}
-
 // A named barrier for `threads` threads (a multiple of 32), so a subset of the block's
 // warps can synchronize without the others (id 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier(int id, int threads) {

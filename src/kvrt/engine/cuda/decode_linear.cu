@@ -7,8 +7,6 @@
 // (decode_linear_direct.cu) loads W straight into registers from many warps and stays
 // selectable through the tuning (the sweep in docs/kernels-sweep.md compares both). This
 // file checks arguments, picks the geometry and dispatches.
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
-
 #include <algorithm>
 #include <mutex>
 
@@ -62,51 +60,6 @@ Status validate(const DecodeLinear& op) {
   return Status();
 }
 
-// The driver's tensor-map encoder, through the runtime (no link against libcuda), or
-// null when the driver has none.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const cudaError_t status = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn,
-                                                                12000, cudaEnableDefault, &found);
-    return status == cudaSuccess && found == cudaDriverEntryPointSuccess
-               ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)
-               : nullptr;
-  }();
-  return encoder;
-}
-
-// W as the swizzled ring slots read it: boxes of 8 rows (SwiGLU: 4 gate and the 4 up
-// rows of the same outputs) x stage_keys, 64 keys (128 bytes) innermost so that the
-// 128-byte swizzle spreads each row's chunks over the banks. False when it cannot.
-bool encode_w_map(const DecodeLinear& op, Params* p) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (encode == nullptr || op.in % 64 != 0 || p->stage_keys % 64 != 0) return false;
-  const cuuint64_t row_bytes = static_cast<cuuint64_t>(op.in) * 2;
-  const cuuint32_t groups = static_cast<cuuint32_t>(p->stage_keys / 64);
-  void* w = const_cast<bf16*>(op.weight);
-  CUresult result;
-  if (op.swiglu) {  // [in / 64][2: gate, up][rows][64]
-    const cuuint64_t dims[4] = {64, static_cast<cuuint64_t>(op.rows), 2,
-                                static_cast<cuuint64_t>(op.in / 64)};
-    const cuuint64_t strides[3] = {row_bytes, row_bytes * static_cast<cuuint64_t>(op.rows), 128};
-    const cuuint32_t box[4] = {64, kTileCols / 2, 2, groups}, unit[4] = {1, 1, 1, 1};
-    result = encode(&p->w_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, w, dims, strides, box, unit,
-                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  } else {  // [in / 64][rows][64]
-    const cuuint64_t dims[3] = {64, static_cast<cuuint64_t>(op.rows),
-                                static_cast<cuuint64_t>(op.in / 64)};
-    const cuuint64_t strides[2] = {row_bytes, 128};
-    const cuuint32_t box[3] = {64, kTileCols, groups}, unit[3] = {1, 1, 1};
-    result = encode(&p->w_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, w, dims, strides, box, unit,
-                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  }
-  return result == CUDA_SUCCESS;
-}
-
 std::mutex g_tuning_mutex;
 DecodeLinearTuning g_tuning_override;
 
@@ -129,7 +82,6 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
   t.split_k = 8;
   t.balanced_grid = 1;
   t.row_pad = 0;  // every copy 128-byte aligned: faster than conflict-free reads
-  t.swizzle = 0;
   if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj: a 2-deep ring holds a block's tile
     t.stage_keys = 1024;                  // and leaves room for a gate/up block
     t.stages = 2;
@@ -174,7 +126,6 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.balanced_grid >= 0) t.balanced_grid = o.balanced_grid;
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
-  if (o.swizzle >= 0) t.swizzle = o.swizzle;
   return t;
 }
 
@@ -232,11 +183,6 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   if (tuning.contiguous > 0 && p.parts == 1) {  // whole rows: one unpadded run per tile
     p.contiguous = 1;
     p.row_stride = op.in * 2;
-  }
-  if (tuning.swizzle > 0 && row_pad == 0 && encode_w_map(op, &p)) {
-    p.swizzled = 1;
-    p.row_stride = p.stage_keys * 2;  // a slot is 8 rows x stage_keys, swizzled
-    while (p.stages > 2 && decode_linear_ring_smem(p) > kMaxBlockSmem) --p.stages;
   }
   return launch_decode_linear_ring(p, epilogue, norm, tuning.blocks_per_sm,
                                    tuning.balanced_grid > 0, stream);

@@ -11,8 +11,6 @@
 // both operands.
 #pragma once
 
-#include <cuda.h>  // CUtensorMap (the type only; the encoder comes through the runtime)
-
 #include <cstdint>
 
 #include "kvrt/engine/cuda/device_common.cuh"
@@ -52,11 +50,6 @@ struct Params {
   int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
-  // 1: each slot is one box of `w_map`, 8 rows x stage_keys, as the copy engine's
-  // 128-byte swizzle lays it out: 1 KiB per 64 keys, row g's 16-byte chunk j of those
-  // at g * 128 + ((j ^ g) * 16), so the 8 rows a warp reads at once hit all 32 banks.
-  int swizzled;
-  CUtensorMap w_map;  // W as [in / 64][rows][64] (SwiGLU: [in / 64][2][rows][64])
 #if KVRT_KERNEL_TRACE
   uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
 #endif
@@ -333,10 +326,6 @@ inline bool ring_x_in_registers(const decode_linear::Params& p) {
   using namespace decode_linear;
   return p.parts == 1 && ceil_div(p.chunks, 4) <= kWarps * kRegisterSteps;
 }
-
-// Shared memory the ring kernel asks for beyond the ring, x and the reductions: room to
-// align a swizzled ring to 1 KiB.
-constexpr size_t kSwizzleSlack = 1024;
 
 // Launchers of the two kernels (the dispatcher in decode_linear.cu picks one per shape).
 // `norm` and `epilogue` select the instantiation.

@@ -37,18 +37,14 @@ __device__ __forceinline__ void consumer_sync() {
 // (loaded and normalized over all lanes: load_x_registers_one_token).
 enum XMode : int { kXStaged, kXRegisters, kXOneToken };
 
-// kSwizzle: each slot is one box of the tensor map p.w_map (Params::swizzled).
-template <int kEpilogue, bool kNorm, int kX, bool kSwizzle>
-__global__ void __launch_bounds__(kThreads, 2) ring_kernel(const __grid_constant__ Params p) {
+template <int kEpilogue, bool kNorm, int kX>
+__global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr bool kXInRegisters = kX != kXStaged;
   extern __shared__ uint4 smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);  // [kMaxStages]
   uint64_t* empty = full + kMaxStages;                 // [kMaxStages]
   char* ring = reinterpret_cast<char*>(smem) + kBarrierBytes;
-  if constexpr (kSwizzle) {  // the swizzle's pattern follows shared addresses mod 1 KiB
-    ring += (1024u - (smem_address(ring) & 1023u)) & 1023u;
-  }
   const int slot_bytes = kTileCols * p.row_stride;
   uint4* xs = reinterpret_cast<uint4*>(ring + static_cast<size_t>(p.stages) * slot_bytes);
   float* reduce =  // [2][warps][64]
@@ -79,18 +75,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const __grid_constant
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
       const int tile = first + n / p.parts, k0 = (n % p.parts) * p.stage_keys;
-      if constexpr (kSwizzle) {  // one box per slot, rows past the matrix as zeros
-        if (lane == 0) {
-          barrier_arrive_expect_tx(&full[slot], static_cast<uint32_t>(slot_bytes));
-          char* dst = ring + slot * slot_bytes;
-          if constexpr (kGlu) {
-            tensor_copy_4d(dst, &p.w_map, 0, tile * (kTileCols / 2), 0, k0 / 64, &full[slot]);
-          } else {
-            tensor_copy_3d(dst, &p.w_map, 0, tile * kTileCols, k0 / 64, &full[slot]);
-          }
-        }
-        continue;
-      }
       const int row = lane < kTileCols ? matrix_row<kGlu>(p, tile, lane) : -1;
       const uint32_t bytes = static_cast<uint32_t>(min(p.stage_keys, p.in - k0)) * 2u;
       const bf16* src = p.w + static_cast<size_t>(row < 0 ? 0 : row) * p.in + k0;
@@ -110,10 +94,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const __grid_constant
 
   const int g = lane >> 2, t = lane & 3;
   const bool x_ok = g < p.tokens;
-  // Swizzled slots: lane (g, t) of warp w reads chunks c = 4 (w + 8 i) + t of row g, at
-  // (c / 8) KiB + g * 128 + ((c % 8) ^ g) * 16 = w_swizzled + i * 4 KiB.
-  const int c0 = 4 * warp + t;
-  const int w_swizzled = (c0 >> 3) * 1024 + g * 128 + (((c0 & 7) ^ g) << 4);
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // Whole-row slots: lane (g, t) of warp w only ever multiplies chunks 4 (w + 8 u) + t of
   // token g, so x goes straight into registers (load_x_registers; one token:
@@ -192,12 +172,11 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const __grid_constant
       barrier_wait(&full[slot], parity);
       if (threadIdx.x == 0 && tile == first) KVRT_TRACE(kTraceFirstSlotFull);
       if (threadIdx.x == 0 && tile == end - 1) KVRT_TRACE(kTraceLastSlotFull);
-      const char* w_row = ring + slot * slot_bytes + (kSwizzle ? w_swizzled : g * p.row_stride);
+      const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
 #pragma unroll
       for (int u = 0; u < kRegisterSteps; ++u) {
         const int c = chunk(u);
-        const int at = kSwizzle ? u * 4096 : c * 16;
-        const uint4 wv = c < p.chunks ? *reinterpret_cast<const uint4*>(w_row + at) : zero;
+        const uint4 wv = c < p.chunks ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
         mma_bf16(acc, xr[u].x, 0u, xr[u].y, 0u, wv.x, wv.y);
         mma_bf16(acc2, xr[u].z, 0u, xr[u].w, 0u, wv.z, wv.w);
       }
@@ -219,13 +198,12 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const __grid_constant
         const int k0_chunk = part * (p.stage_keys / 8);
         const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
         const int steps = ceil_div(chunks, 4);
-        const char* w_row = ring + slot * slot_bytes + (kSwizzle ? w_swizzled : g * p.row_stride);
+        const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
 #pragma unroll 4
         for (int j = warp; j < steps; j += kWarps) {
           const int c = 4 * j + t;
           const bool valid = c < chunks;
-          const int at = kSwizzle ? (j >> 3) * 4096 : c * 16;
-          const uint4 wv = valid ? *reinterpret_cast<const uint4*>(w_row + at) : zero;
+          const uint4 wv = valid ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
           const uint4 xv = valid && x_ok ? x_row[k0_chunk + c] : zero;
           mma_bf16(acc, xv.x, 0u, xv.y, 0u, wv.x, wv.y);
           mma_bf16(acc2, xv.z, 0u, xv.w, 0u, wv.z, wv.w);
@@ -242,22 +220,16 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const __grid_constant
   KVRT_TRACE_END(p.trace);
 }
 
-template <int kEpilogue, int kX, bool kSwizzle>
+template <int kEpilogue, int kX>
 void (*pick_norm(bool norm))(Params) {
-  return norm ? ring_kernel<kEpilogue, true, kX, kSwizzle>
-              : ring_kernel<kEpilogue, false, kX, kSwizzle>;
-}
-
-template <int kEpilogue, bool kSwizzle>
-void (*pick_x(bool norm, int x_mode))(Params) {
-  return x_mode == kXOneToken    ? pick_norm<kEpilogue, kXOneToken, kSwizzle>(norm)
-         : x_mode == kXRegisters ? pick_norm<kEpilogue, kXRegisters, kSwizzle>(norm)
-                                 : pick_norm<kEpilogue, kXStaged, kSwizzle>(norm);
+  return norm ? ring_kernel<kEpilogue, true, kX> : ring_kernel<kEpilogue, false, kX>;
 }
 
 template <int kEpilogue>
-void (*pick(bool norm, int x_mode, bool swizzled))(Params) {
-  return swizzled ? pick_x<kEpilogue, true>(norm, x_mode) : pick_x<kEpilogue, false>(norm, x_mode);
+void (*pick(bool norm, int x_mode))(Params) {
+  return x_mode == kXOneToken    ? pick_norm<kEpilogue, kXOneToken>(norm)
+         : x_mode == kXRegisters ? pick_norm<kEpilogue, kXRegisters>(norm)
+                                 : pick_norm<kEpilogue, kXStaged>(norm);
 }
 
 }  // namespace
@@ -266,7 +238,7 @@ size_t decode_linear_ring_smem(const Params& p) {
   const size_t x_bytes =
       ring_x_in_registers(p) ? 0 : static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4);
   return kBarrierBytes + static_cast<size_t>(p.stages) * kTileCols * p.row_stride + x_bytes +
-         kReduceBytes + (p.swizzled != 0 ? kSwizzleSlack : 0);
+         kReduceBytes;
 }
 
 Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
@@ -281,11 +253,10 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int b
   const int x_mode = !ring_x_in_registers(p)          ? kXStaged
                      : p.tokens == 1 && share_in_ring ? kXOneToken
                                                       : kXRegisters;
-  const bool swizzled = p.swizzled != 0;
-  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_mode, swizzled)
-                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_mode, swizzled)
-                           : epilogue == kResidual ? pick<kResidual>(norm, x_mode, swizzled)
-                                                   : pick<kStore>(norm, x_mode, swizzled);
+  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_mode)
+                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_mode)
+                           : epilogue == kResidual ? pick<kResidual>(norm, x_mode)
+                                                   : pick<kStore>(norm, x_mode);
   const size_t smem = decode_linear_ring_smem(p);
   const void* key = reinterpret_cast<const void*>(kernel);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));

@@ -25,11 +25,6 @@ struct DecodeLinearTuning {
   // source is 128-byte aligned as well. The library pads none: aligned copies stream
   // faster than conflict-free reads save (docs/kernels-sweep.md).
   int row_pad = -1;
-  // 1: each slot is one tensor copy of the tile's rows laid out by the copy engine's
-  // 128-byte swizzle, so the 8 rows a warp reads at once hit all 32 banks (conflict-free
-  // reads, one copy per slot); needs `in` a multiple of 64 (else unswizzled). 0: bulk
-  // copies of unswizzled rows (row_pad, contiguous).
-  int swizzle = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
@@ -38,8 +33,8 @@ struct DecodeLinearTuning {
 // and `tokens` vectors: the override's set fields, the library's choice for the rest.
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 
-// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous,
-// balanced_grid, row_pad and swizzle >= 0)
+// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous and
+// balanced_grid >= 0)
 // for every later launch;
 // a default-constructed value restores the library's choice. Not thread-safe with
 // concurrent launches: for benchmarks and tests.

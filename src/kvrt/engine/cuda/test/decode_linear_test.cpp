@@ -126,19 +126,17 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
 
 // Every launch geometry the benchmark compares computes the same thing. Ring kernel:
 // thin and wide slots (a tile split into many slots, or one), rows padded by 16, 64 or
-// 0 bytes and one contiguous run per tile, slots as swizzled tensor copies (and the
-// unswizzled fallback where `in` is not a multiple of 64), shallow and deep rings, one and several
-// blocks per multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
+// 0 bytes and one contiguous run per tile, shallow and deep rings, one and several blocks per
+// multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
 // slots over in <= 2048) or staged in shared memory. Direct kernel: 1, 2, 4 and 8 warps
 // per tile.
 TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
   auto ring = [](int stage_keys, int stages, int contiguous, int per_sm, int balanced = 1,
-                 int row_pad = -1, int swizzle = -1) {
+                 int row_pad = -1) {
     DecodeLinearTuning t;
     t.balanced_grid = balanced;
     t.row_pad = row_pad;
-    t.swizzle = swizzle;
     t.kernel = DecodeLinearKernel::kRing;
     t.stage_keys = stage_keys;
     t.stages = stages;
@@ -168,11 +166,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
                                         direct(8, 2, 0),
                                         ring(1024, 4, 0, 2, 0, 0),
                                         ring(1024, 4, 0, 2, 1, 64),
-                                        ring(96, 3, 0, 1, 1, 0),
-                                        ring(2048, 3, 1, 1, 0, 0, 1),
-                                        ring(8192, 2, 1, 2, 1, 0, 1),
-                                        ring(1024, 4, 0, 2, 0, 0, 1),
-                                        ring(256, 16, 0, 4, 1, 0, 1)};
+                                        ring(96, 3, 0, 1, 1, 0)};
   const LinearCase cases[] = {
       {1, 2560, 2048, Variant::kNorm},
       {1, 300, 5632, Variant::kResidual},
@@ -190,18 +184,16 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       // Residuals loaded a tile (round) ahead of the epilogue, in place, over blocks that
       // own several tiles (and rounds of the direct kernel with one warp per tile).
       {2, 8200, 1024, Variant::kResidualInPlace},
-      {1, 26000, 256, Variant::kResidualInPlace},
-      // SwiGLU over a multiple of 64 keys with a last tile of one gate/up pair.
-      {2, 45, 1024, Variant::kNormSwiglu}};
+      {1, 26000, 256, Variant::kResidualInPlace}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
       SCOPED_TRACE(testing::param_name(
           tuning.kernel == DecodeLinearKernel::kRing ? "ring" : "direct", "_stage_keys",
           tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_pad",
-          tuning.row_pad, "_swizzle", tuning.swizzle, "_split_k", tuning.split_k, "_per_sm",
-          tuning.blocks_per_sm, "_balanced", tuning.balanced_grid, "_t", c.tokens, "_rows", c.rows,
-          "_in", c.in, "_", variant_name(c.variant)));
+          tuning.row_pad, "_split_k", tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced",
+          tuning.balanced_grid, "_t", c.tokens, "_rows", c.rows, "_in", c.in, "_",
+          variant_name(c.variant)));
       check_linear(c);
     }
   }
