@@ -13,6 +13,7 @@
 //              slot, and at the end of a tile sum their partials in shared memory and
 //              run the epilogue (its residual loaded a tile ahead)
 #include <algorithm>
+#include <type_traits>
 
 #include "kvrt/engine/cuda/bulk_copy.cuh"
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
@@ -37,8 +38,19 @@ __device__ __forceinline__ void consumer_sync() {
 // (loaded and normalized over all lanes: load_x_registers_one_token).
 enum XMode : int { kXStaged, kXRegisters, kXOneToken };
 
+// The one-token kernels take their parameters with 128 aligned bytes appended: with the
+// block so laid out, ptxas (CUDA 13.0) fits them in the 96 registers that two blocks
+// per SM leave without spilling (12-24 bytes spilled with the plain block; the other
+// kernels compile the same either way, and spill 8-12 bytes when the pad is in Params
+// itself). Nothing reads the pad.
+struct OneTokenParams : Params {
+  alignas(128) unsigned char register_allocation_pad[128];
+};
+template <int kX>
+using KernelParams = std::conditional_t<kX == kXOneToken, OneTokenParams, Params>;
+
 template <int kEpilogue, bool kNorm, int kX>
-__global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX> p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr bool kXInRegisters = kX != kXStaged;
   extern __shared__ uint4 smem[];
@@ -220,16 +232,31 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const Params p) {
   KVRT_TRACE_END(p.trace);
 }
 
+template <int kEpilogue, bool kNorm, int kX>
+Status launch_ring(const Params& p, int grid, cudaStream_t stream) {
+  void (*kernel)(KernelParams<kX>) = ring_kernel<kEpilogue, kNorm, kX>;
+  const size_t smem = decode_linear_ring_smem(p);
+  KVRT_RETURN_IF_ERROR(
+      allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
+  KernelParams<kX> args{};
+  static_cast<Params&>(args) = p;
+#if KVRT_KERNEL_TRACE
+  args.trace = trace_rows_for_next_launch(grid);
+#endif
+  return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", args);
+}
+
 template <int kEpilogue, int kX>
-void (*pick_norm(bool norm))(Params) {
-  return norm ? ring_kernel<kEpilogue, true, kX> : ring_kernel<kEpilogue, false, kX>;
+Status launch_norm(const Params& p, bool norm, int grid, cudaStream_t stream) {
+  return norm ? launch_ring<kEpilogue, true, kX>(p, grid, stream)
+              : launch_ring<kEpilogue, false, kX>(p, grid, stream);
 }
 
 template <int kEpilogue>
-void (*pick(bool norm, int x_mode))(Params) {
-  return x_mode == kXOneToken    ? pick_norm<kEpilogue, kXOneToken>(norm)
-         : x_mode == kXRegisters ? pick_norm<kEpilogue, kXRegisters>(norm)
-                                 : pick_norm<kEpilogue, kXStaged>(norm);
+Status launch_x(const Params& p, bool norm, int x_mode, int grid, cudaStream_t stream) {
+  return x_mode == kXOneToken    ? launch_norm<kEpilogue, kXOneToken>(p, norm, grid, stream)
+         : x_mode == kXRegisters ? launch_norm<kEpilogue, kXRegisters>(p, norm, grid, stream)
+                                 : launch_norm<kEpilogue, kXStaged>(p, norm, grid, stream);
 }
 
 }  // namespace
@@ -253,20 +280,10 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int b
   const int x_mode = !ring_x_in_registers(p)          ? kXStaged
                      : p.tokens == 1 && share_in_ring ? kXOneToken
                                                       : kXRegisters;
-  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm, x_mode)
-                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm, x_mode)
-                           : epilogue == kResidual ? pick<kResidual>(norm, x_mode)
-                                                   : pick<kStore>(norm, x_mode);
-  const size_t smem = decode_linear_ring_smem(p);
-  const void* key = reinterpret_cast<const void*>(kernel);
-  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));
-#if KVRT_KERNEL_TRACE
-  Params traced = p;
-  traced.trace = trace_rows_for_next_launch(grid);
-  return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", traced);
-#else
-  return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", p);
-#endif
+  return epilogue == kSwiglu     ? launch_x<kSwiglu>(p, norm, x_mode, grid, stream)
+         : epilogue == kStoreF32 ? launch_x<kStoreF32>(p, norm, x_mode, grid, stream)
+         : epilogue == kResidual ? launch_x<kResidual>(p, norm, x_mode, grid, stream)
+                                 : launch_x<kStore>(p, norm, x_mode, grid, stream);
 }
 
 }  // namespace kvrt::engine::cuda::detail
