@@ -176,10 +176,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     }
   };
 
-  // Each k-step's two MMAs go to two accumulators; with x staged, consecutive k-steps of
-  // a warp also alternate between two pairs (the x-in-registers kernels sit at their
-  // register cap): chains of dependent MMAs half and a quarter as long as one
-  // accumulator's.
+  // Both paths split each k-step's two MMAs over two accumulators: half as long a chain
+  // of dependent MMAs.
   if constexpr (kXInRegisters) {
     for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -202,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     }
   } else {
     for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
-      float acc[4] = {}, acc2[4] = {}, acc3[4] = {}, acc4[4] = {};
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int part = 0; part < p.parts; ++part) {
         barrier_wait(&full[slot], parity);
         if (threadIdx.x == 0 && tile == first && part == 0) KVRT_TRACE(kTraceFirstSlotFull);
@@ -213,25 +211,20 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
         const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
         const int steps = ceil_div(chunks, 4);
         const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
-        auto step = [&](int j, float(&a)[4], float(&b)[4]) {
+#pragma unroll 4
+        for (int j = warp; j < steps; j += kWarps) {
           const int c = 4 * j + t;
           const bool valid = c < chunks;
           const uint4 wv = valid ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
           const uint4 xv = valid && x_ok ? x_row[k0_chunk + c] : zero;
-          mma_bf16(a, xv.x, 0u, xv.y, 0u, wv.x, wv.y);
-          mma_bf16(b, xv.z, 0u, xv.w, 0u, wv.z, wv.w);
-        };
-        // Consecutive k-steps of a warp alternate between two pairs of accumulators.
-#pragma unroll 2
-        for (int j = warp; j < steps; j += 2 * kWarps) {
-          step(j, acc, acc2);
-          if (j + kWarps < steps) step(j + kWarps, acc3, acc4);
+          mma_bf16(acc, xv.x, 0u, xv.y, 0u, wv.x, wv.y);
+          mma_bf16(acc2, xv.z, 0u, xv.w, 0u, wv.z, wv.w);
         }
         barrier_arrive(&empty[slot]);  // every lane: its reads of the slot are done
         next_slot();
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] += acc2[i] + (acc3[i] + acc4[i]);
+      for (int i = 0; i < 4; ++i) acc[i] += acc2[i];
       finish_tile(tile, buffer, acc);
     }
   }
