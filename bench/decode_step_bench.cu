@@ -216,12 +216,7 @@ std::string trace_decode_step(Timer& timer, const Model& m, int context, double 
   // q/k/v block (the sweep's "room for the next launch" rows: slower).
   for (bool room : {false, true}) {
     Variant v;
-    if (room) {
-      v.down.kernel = DecodeLinearKernel::kRing;
-      v.down.stage_keys = 1024;
-      v.down.stages = 2;
-      v.down.blocks_per_sm = 2;
-    }
+    if (room) v.down = ring_tuning(1024, 2, 2, -1);
     TraceChain chain;
     char title[160];
     std::snprintf(title, sizeof(title), "%s decode step, cache %d%s", m.name, context,

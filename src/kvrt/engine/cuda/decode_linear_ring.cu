@@ -274,8 +274,8 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int b
   const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
   // One token's x over all lanes where the launch waits on it: when a block's whole share
   // of W fits its ring, W is in before x. Where W streams on, x arrives under the
-  // stream anyway and the general path's loop runs without the one-token path's few
-  // spilled registers (gate/up and the LM heads 1-2% slower with it on the H200).
+  // stream anyway; there the one-token path made gate/up and the LM heads 1-2% slower
+  // on the H200 (measured while its kernels still spilled registers).
   const bool share_in_ring = ceil_div(p.tiles, grid) * p.parts <= p.stages;
   const int x_mode = !ring_x_in_registers(p)          ? kXStaged
                      : p.tokens == 1 && share_in_ring ? kXOneToken
