@@ -27,7 +27,6 @@
 #include <memory>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -187,44 +186,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    // One token: where its x lives and whether blocks run in pairs (the library's choice
-    // otherwise; a variant that does not apply to the shape times the library's choice).
-    const std::pair<const char*, DecodeLinearTuning> one_token_variants[] = {
-        {"library's choice, blocks alone",
-         [] {
-           DecodeLinearTuning t;
-           t.pair_blocks = 0;
-           return t;
-         }()},
-        {"library's choice, blocks in pairs",
-         [] {
-           DecodeLinearTuning t;
-           t.one_token_x = 1;
-           t.pair_blocks = 1;
-           return t;
-         }()},
-        {"library's choice, x over all lanes, alone",
-         [] {
-           DecodeLinearTuning t;
-           t.one_token_x = 1;
-           t.pair_blocks = 0;
-           return t;
-         }()},
-        {"library's choice, x in token 0's lanes", [] {
-           DecodeLinearTuning t;
-           t.one_token_x = 0;
-           return t;
-         }()}};
-    for (const auto& [name, variant] : one_token_variants) {
-      if (tokens == 1) {
-        set_decode_linear_tuning(variant);
-        std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-        set_decode_linear_tuning(DecodeLinearTuning{});
-      } else {
-        std::snprintf(cell, sizeof(cell), "-");
-      }
-      g_sweep.linear.add(row, name, cell);
-    }
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

@@ -12,15 +12,10 @@
 //              else stage it in shared memory, split each slot's k-steps, free the
 //              slot, and at the end of a tile sum their partials in shared memory and
 //              run the epilogue (its residual loaded a tile ahead)
-//   pairs:     optionally (one token's x over all lanes) the blocks run as clusters of
-//              two that own a run of tiles together; when the run is odd, its middle
-//              tile's k halves go one to each block, and the second block hands its sums
-//              to the first through distributed shared memory
 #include <algorithm>
 #include <type_traits>
 
 #include "kvrt/engine/cuda/bulk_copy.cuh"
-#include "kvrt/engine/cuda/cluster.cuh"
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
 #include "kvrt/engine/cuda/trace.cuh"
@@ -34,10 +29,6 @@ constexpr int kConsumers = kWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kConsumerBarrier = 1;        // named barrier of the consumer warps
 constexpr size_t kBarrierBytes = 2 * kMaxStages * sizeof(uint64_t);  // full[], empty[]
-// Paired blocks: the receiving block's barrier and the sums it receives (sum and up of
-// each epilogue thread), after the reduction buffers.
-constexpr int kPairValues = 2 * kMaxTokens * kTileCols;
-constexpr size_t kPairBytes = 2 * sizeof(uint64_t) + kPairValues * sizeof(float);
 
 __device__ __forceinline__ void consumer_sync() {
   named_barrier(kConsumerBarrier, kConsumers);
@@ -58,9 +49,8 @@ struct OneTokenParams : Params {
 template <int kX>
 using KernelParams = std::conditional_t<kX == kXOneToken, OneTokenParams, Params>;
 
-template <int kEpilogue, bool kNorm, int kX, bool kPaired>
+template <int kEpilogue, bool kNorm, int kX>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX> p) {
-  static_assert(!kPaired || kX == kXOneToken, "pairs split whole-row slots of one token");
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr bool kXInRegisters = kX != kXStaged;
   extern __shared__ uint4 smem[];
@@ -71,33 +61,12 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   uint4* xs = reinterpret_cast<uint4*>(ring + static_cast<size_t>(p.stages) * slot_bytes);
   float* reduce =  // [2][warps][64]
       reinterpret_cast<float*>(xs + (kXInRegisters ? 0 : p.tokens * p.x_stride));
-  uint64_t* pair_barrier = reinterpret_cast<uint64_t*>(reduce + 2 * kWarps * 64);  // kPaired
-  float* pair_sums = reinterpret_cast<float*>(pair_barrier + 2);                   // [kPairValues]
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // A contiguous run of tiles per block, sizes differing by at most one. Paired: a run
-  // per pair, cut in half tiles (k halves) [half_first, half_end) per block; the block
-  // streams tiles [first, end), of which the first and the last may be halves.
-  int first, end, half_first = 0, half_end = 0;
-  if constexpr (kPaired) {
-    const int pairs = gridDim.x / 2, pair = blockIdx.x / 2;
-    const int t0 = static_cast<int>(static_cast<int64_t>(pair) * p.tiles / pairs);
-    const int t1 = static_cast<int>(static_cast<int64_t>(pair + 1) * p.tiles / pairs);
-    const bool second = cluster_rank() == 1;
-    half_first = second ? t0 + t1 : 2 * t0;
-    half_end = second ? 2 * t1 : t0 + t1;
-    first = half_first >> 1;
-    end = (half_end + 1) >> 1;
-  } else {
-    first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * p.tiles / gridDim.x);
-    end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
-  }
+  // A contiguous run of tiles per block, sizes differing by at most one.
+  const int first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * p.tiles / gridDim.x);
+  const int end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
   const int total = (end - first) * p.parts;  // ring slots this block fills
-  // The k halves [lo, hi) of `tile` this block multiplies (0, 2 unless paired).
-  auto halves = [&](int tile, int& lo, int& hi) {
-    lo = kPaired ? max(2 * tile, half_first) - 2 * tile : 0;
-    hi = kPaired ? min(2 * tile + 2, half_end) - 2 * tile : 2;
-  };
 
   KVRT_TRACE_BEGIN();
   if (threadIdx.x == 0) {
@@ -105,11 +74,9 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       barrier_init(&full[s], 1);
       barrier_init(&empty[s], kConsumers);
     }
-    if constexpr (kPaired) barrier_init(pair_barrier, kMaxTokens * outputs_per_tile<kEpilogue>());
     barrier_init_fence();
   }
   __syncthreads();
-  if constexpr (kPaired) cluster_arrive();  // the pair barrier is initialized
   pdl_launch_dependents();
 
   if (warp == kWarps) {
@@ -119,31 +86,21 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     for (int n = 0; n < total; ++n) {
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
-      const int tile = first + n / p.parts;
-      int k0 = (n % p.parts) * p.stage_keys;
-      uint32_t bytes = static_cast<uint32_t>(min(p.stage_keys, p.in - k0)) * 2u;
-      bool whole = true;        // the slot's whole k range (always unless paired)
-      if constexpr (kPaired) {  // one slot per tile (parts == 1); a half lands in place
-        int lo, hi;
-        halves(tile, lo, hi);
-        whole = hi - lo == 2;
-        k0 = whole ? 0 : lo * (p.in / 2);
-        bytes = whole ? bytes : static_cast<uint32_t>(p.in);
-      }
+      const int tile = first + n / p.parts, k0 = (n % p.parts) * p.stage_keys;
       const int row = lane < kTileCols ? matrix_row<kGlu>(p, tile, lane) : -1;
+      const uint32_t bytes = static_cast<uint32_t>(min(p.stage_keys, p.in - k0)) * 2u;
       const bf16* src = p.w + static_cast<size_t>(row < 0 ? 0 : row) * p.in + k0;
       const unsigned rows = __popc(__ballot_sync(0xffffffffu, row >= 0));
       if (lane == 0) barrier_arrive_expect_tx(&full[slot], rows * bytes);
       __syncwarp();
-      char* dst = ring + slot * slot_bytes + lane * p.row_stride + (kPaired ? k0 * 2 : 0);
-      if (!p.contiguous || !whole) {
+      char* dst = ring + slot * slot_bytes + lane * p.row_stride;
+      if (!p.contiguous) {
         if (row >= 0) bulk_copy(dst, src, bytes, &full[slot]);
       } else if (row >= 0 && (lane == 0 || (kGlu && lane == 4))) {
         bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot]);
       }
     }
     if (lane == 0) KVRT_TRACE(kTraceProducerDone);
-    if constexpr (kPaired) cluster_wait();
     return;
   }
 
@@ -165,7 +122,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     }
     pdl_wait();
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
-    if constexpr (kPaired) cluster_wait();
     load_x_registers_one_token<kNorm>(p, xr, gamma0, chunk, reduce + kWarps * 64, consumer_sync);
   } else if constexpr (kX == kXRegisters) {
     uint4 gamma[kRegisterSteps] = {};
@@ -196,11 +152,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
   // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
   // buffer again only after passing the barrier that follows the last reads of it.
-  // Paired, a tile split between the blocks: the second block (its first tile) stores
-  // its sums in the first block's shared memory and arrives on its barrier; the first
-  // (its last tile, streamed last) adds them before the epilogue.
-  const bool hands_over = kPaired && (half_first & 1) != 0;  // only the second block's
-  const bool takes_over = kPaired && (half_end & 1) != 0;    // only the first block's
   auto finish_tile = [&](int tile, int buffer, const float(&acc)[4]) {
     float* partial = reduce + buffer * (kWarps * 64);
     reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
@@ -211,20 +162,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       for (int v = 0; v < kWarps; ++v) {
         sum += partial[v * 64 + out_token * kTileCols + out_col];
         if constexpr (kGlu) up += partial[v * 64 + out_token * kTileCols + 4 + out_col];
-      }
-      if constexpr (kPaired) {
-        if (hands_over && tile == first) {
-          peer_store(peer_address(pair_sums + threadIdx.x, 0), sum);
-          peer_store(peer_address(pair_sums + kPairValues / 2 + threadIdx.x, 0), up);
-          peer_barrier_arrive(peer_address(pair_barrier, 0));
-          residual = residual_of(tile + 1);
-          return;
-        }
-        if (takes_over && tile == end - 1) {
-          barrier_wait_cluster(pair_barrier, 0);
-          sum += pair_sums[threadIdx.x];
-          up += pair_sums[kPairValues / 2 + threadIdx.x];
-        }
       }
       store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, residual);
       residual = residual_of(tile + 1);
@@ -248,16 +185,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       if (threadIdx.x == 0 && tile == first) KVRT_TRACE(kTraceFirstSlotFull);
       if (threadIdx.x == 0 && tile == end - 1) KVRT_TRACE(kTraceLastSlotFull);
       const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
-      // Paired, a half tile: the k-steps of its half (in % 512 == 0: a step's 32 chunks
-      // lie in one half), skipped on a warp-uniform test.
-      int u_begin = 0, u_end = kRegisterSteps;
-      if constexpr (kPaired) {
-        if (hands_over && tile == first) u_begin = p.chunks / 64;
-        if (takes_over && tile == end - 1) u_end = p.chunks / 64;
-      }
 #pragma unroll
       for (int u = 0; u < kRegisterSteps; ++u) {
-        if (kPaired && (u < u_begin || u >= u_end)) continue;
         const int c = chunk(u);
         const uint4 wv = c < p.chunks ? *reinterpret_cast<const uint4*>(w_row + c * 16) : zero;
         mma_bf16(acc, xr[u].x, 0u, xr[u].y, 0u, wv.x, wv.y);
@@ -303,10 +232,10 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   KVRT_TRACE_END(p.trace);
 }
 
-template <int kEpilogue, bool kNorm, int kX, bool kPaired>
+template <int kEpilogue, bool kNorm, int kX>
 Status launch_ring(const Params& p, int grid, cudaStream_t stream) {
-  void (*kernel)(KernelParams<kX>) = ring_kernel<kEpilogue, kNorm, kX, kPaired>;
-  const size_t smem = decode_linear_ring_smem(p) + (kPaired ? kPairBytes : 0);
+  void (*kernel)(KernelParams<kX>) = ring_kernel<kEpilogue, kNorm, kX>;
+  const size_t smem = decode_linear_ring_smem(p);
   KVRT_RETURN_IF_ERROR(
       allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
   KernelParams<kX> args{};
@@ -314,25 +243,20 @@ Status launch_ring(const Params& p, int grid, cudaStream_t stream) {
 #if KVRT_KERNEL_TRACE
   args.trace = trace_rows_for_next_launch(grid);
 #endif
-  return launch_clustered(kernel, dim3(grid), dim3(kThreads), smem, kPaired ? 2 : 1, stream,
-                          "decode_linear", args);
+  return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", args);
 }
 
-template <int kEpilogue, int kX, bool kPaired = false>
+template <int kEpilogue, int kX>
 Status launch_norm(const Params& p, bool norm, int grid, cudaStream_t stream) {
-  return norm ? launch_ring<kEpilogue, true, kX, kPaired>(p, grid, stream)
-              : launch_ring<kEpilogue, false, kX, kPaired>(p, grid, stream);
+  return norm ? launch_ring<kEpilogue, true, kX>(p, grid, stream)
+              : launch_ring<kEpilogue, false, kX>(p, grid, stream);
 }
 
 template <int kEpilogue>
-Status launch_x(const Params& p, bool norm, int x_mode, bool paired, int grid,
-                cudaStream_t stream) {
-  if (x_mode == kXOneToken) {
-    return paired ? launch_norm<kEpilogue, kXOneToken, true>(p, norm, grid, stream)
-                  : launch_norm<kEpilogue, kXOneToken>(p, norm, grid, stream);
-  }
-  return x_mode == kXRegisters ? launch_norm<kEpilogue, kXRegisters>(p, norm, grid, stream)
-                               : launch_norm<kEpilogue, kXStaged>(p, norm, grid, stream);
+Status launch_x(const Params& p, bool norm, int x_mode, int grid, cudaStream_t stream) {
+  return x_mode == kXOneToken    ? launch_norm<kEpilogue, kXOneToken>(p, norm, grid, stream)
+         : x_mode == kXRegisters ? launch_norm<kEpilogue, kXRegisters>(p, norm, grid, stream)
+                                 : launch_norm<kEpilogue, kXStaged>(p, norm, grid, stream);
 }
 
 }  // namespace
@@ -344,31 +268,22 @@ size_t decode_linear_ring_smem(const Params& p) {
          kReduceBytes;
 }
 
-Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm,
-                                 const DecodeLinearTuning& tuning, cudaStream_t stream) {
+Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
+                                 bool balanced, cudaStream_t stream) {
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
-  const int slots = std::max(1, tuning.blocks_per_sm) * sms;
-  int grid = decode_linear_grid(p.tiles, slots, tuning.balanced_grid > 0);
+  const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
   // One token's x over all lanes where the launch waits on it: when a block's whole share
   // of W fits its ring, W is in before x. Where W streams on, x arrives under the
   // stream anyway; there the one-token path made gate/up and the LM heads 1-2% slower
   // on the H200 (measured while its kernels still spilled registers).
   const bool share_in_ring = ceil_div(p.tiles, grid) * p.parts <= p.stages;
-  const bool one_token =
-      p.tokens == 1 && (tuning.one_token_x > 0 || (tuning.one_token_x < 0 && share_in_ring));
-  const int x_mode = !ring_x_in_registers(p) ? kXStaged : one_token ? kXOneToken : kXRegisters;
-  // Pairs: a block streams at most ceil(tiles / pairs) half tiles against 2 ceil(tiles /
-  // grid) alone (TinyLlama's q/k/v: 2.5 tiles instead of 3 on 132 blocks).
-  bool paired = false;
-  if (x_mode == kXOneToken && p.in % 512 == 0 && slots >= 2 && tuning.pair_blocks != 0) {
-    const int pairs = std::min(p.tiles, slots / 2);
-    paired = tuning.pair_blocks > 0 || ceil_div(p.tiles, pairs) < 2 * ceil_div(p.tiles, grid);
-    if (paired) grid = 2 * pairs;
-  }
-  return epilogue == kSwiglu     ? launch_x<kSwiglu>(p, norm, x_mode, paired, grid, stream)
-         : epilogue == kStoreF32 ? launch_x<kStoreF32>(p, norm, x_mode, paired, grid, stream)
-         : epilogue == kResidual ? launch_x<kResidual>(p, norm, x_mode, paired, grid, stream)
-                                 : launch_x<kStore>(p, norm, x_mode, paired, grid, stream);
+  const int x_mode = !ring_x_in_registers(p)          ? kXStaged
+                     : p.tokens == 1 && share_in_ring ? kXOneToken
+                                                      : kXRegisters;
+  return epilogue == kSwiglu     ? launch_x<kSwiglu>(p, norm, x_mode, grid, stream)
+         : epilogue == kStoreF32 ? launch_x<kStoreF32>(p, norm, x_mode, grid, stream)
+         : epilogue == kResidual ? launch_x<kResidual>(p, norm, x_mode, grid, stream)
+                                 : launch_x<kStore>(p, norm, x_mode, grid, stream);
 }
 
 }  // namespace kvrt::engine::cuda::detail

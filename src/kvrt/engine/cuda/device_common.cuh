@@ -75,45 +75,21 @@ __host__ __device__ constexpr int ceil_div(int a, int b) {
 }
 
 // Launches `kernel` on `stream`, with the PDL attribute when programmatic_launch() is on
-// and the stream is a created one (the legacy default stream keeps plain ordering), in
-// clusters of `cluster_blocks` consecutive blocks when that is above 1 (grid.x a
-// multiple of it).
+// and the stream is a created one (the legacy default stream keeps plain ordering).
 template <typename... Params, typename... Args>
-Status launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                        int cluster_blocks, cudaStream_t stream, std::string_view name,
-                        Args&&... args) {
-  cudaLaunchAttribute attribute[3];
-  unsigned count = 0;
-  if (programmatic_launch() && stream != nullptr) {
-    attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
-  if (cluster_blocks > 1) {
-    attribute[count].id = cudaLaunchAttributeClusterDimension;
-    attribute[count].val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
-    attribute[count].val.clusterDim.y = 1;
-    attribute[count].val.clusterDim.z = 1;
-    ++count;
-    // A cluster's blocks on different multiprocessors where possible.
-    attribute[count].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-    attribute[count].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
-    ++count;
-  }
+Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+              std::string_view name, Args&&... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = count;
+  config.numAttrs = programmatic_launch() && stream != nullptr ? 1 : 0;
   return cuda_check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
-}
-
-template <typename... Params, typename... Args>
-Status launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-              std::string_view name, Args&&... args) {
-  return launch_clustered(kernel, grid, block, smem, 1, stream, name, std::forward<Args>(args)...);
 }
 
 }  // namespace kvrt::engine::cuda::detail

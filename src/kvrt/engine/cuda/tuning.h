@@ -25,16 +25,6 @@ struct DecodeLinearTuning {
   // source is 128-byte aligned as well. The library pads none: aligned copies stream
   // faster than conflict-free reads save (docs/kernels-sweep.md).
   int row_pad = -1;
-  // One token whose x lives in registers: 1 loads it over all lanes of a warp and
-  // normalizes it there (load_x_registers_one_token), 0 in the lanes of token 0 only; the
-  // library does the former where a block's whole share of W fits its ring (x is then
-  // what the launch waits on).
-  int one_token_x = -1;
-  // With one token's x over all lanes and `in` a multiple of 16: 1 runs the blocks in
-  // pairs (thread-block clusters of 2) that split a tile's k range between them when the
-  // pair owns an odd number of tiles, so the busiest block streams half a tile less;
-  // 0 never. The library pairs them where that shrinks the largest share.
-  int pair_blocks = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
@@ -43,8 +33,9 @@ struct DecodeLinearTuning {
 // and `tokens` vectors: the override's set fields, the library's choice for the rest.
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 
-// Overrides the fields that are set (kernel not kDefault, numbers > 0; contiguous,
-// balanced_grid, row_pad, one_token_x and pair_blocks >= 0) for every later launch;
+// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous and
+// balanced_grid >= 0)
+// for every later launch;
 // a default-constructed value restores the library's choice. Not thread-safe with
 // concurrent launches: for benchmarks and tests.
 void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
