@@ -126,6 +126,7 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.balanced_grid >= 0) t.balanced_grid = o.balanced_grid;
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
+  if (o.one_token_x >= 0) t.one_token_x = o.one_token_x;
   return t;
 }
 
@@ -184,8 +185,7 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
     p.contiguous = 1;
     p.row_stride = op.in * 2;
   }
-  return launch_decode_linear_ring(p, epilogue, norm, tuning.blocks_per_sm,
-                                   tuning.balanced_grid > 0, stream);
+  return launch_decode_linear_ring(p, epilogue, norm, tuning, stream);
 }
 
 }  // namespace kvrt::engine::cuda

@@ -16,6 +16,7 @@
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/mma.cuh"
 #include "kvrt/engine/cuda/trace.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::detail::decode_linear {
 
@@ -331,7 +332,7 @@ inline bool ring_x_in_registers(const decode_linear::Params& p) {
 // `norm` and `epilogue` select the instantiation.
 size_t decode_linear_ring_smem(const decode_linear::Params& p);
 Status launch_decode_linear_ring(const decode_linear::Params& p, int epilogue, bool norm,
-                                 int blocks_per_sm, bool balanced, cudaStream_t stream);
+                                 const DecodeLinearTuning& tuning, cudaStream_t stream);
 Status launch_decode_linear_direct(const decode_linear::Params& p, int epilogue, bool norm,
                                    int blocks_per_sm, bool balanced, cudaStream_t stream);
 

@@ -8,10 +8,10 @@
 //              flight while its predecessor drains
 //   consumers: 8 warps wait for the previous kernel, take x (RMS-normalized when
 //              fused) into registers when a slot holds whole rows of <= 2048 keys (one
-//              token whose W fits the ring: loaded and normalized over all lanes), or
-//              else stage it in shared memory, split each slot's k-steps, free the
-//              slot, and at the end of a tile sum their partials in shared memory and
-//              run the epilogue (its residual loaded a tile ahead)
+//              token: loaded and normalized over all lanes), or else stage it in
+//              shared memory, split each slot's k-steps, free the slot, and at the end
+//              of a tile sum their partials in shared memory and run the epilogue (its
+//              residual loaded a tile ahead)
 #include <algorithm>
 #include <type_traits>
 
@@ -268,18 +268,17 @@ size_t decode_linear_ring_smem(const Params& p) {
          kReduceBytes;
 }
 
-Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm, int blocks_per_sm,
-                                 bool balanced, cudaStream_t stream) {
+Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm,
+                                 const DecodeLinearTuning& tuning, cudaStream_t stream) {
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
-  const int grid = decode_linear_grid(p.tiles, std::max(1, blocks_per_sm) * sms, balanced);
-  // One token's x over all lanes where the launch waits on it: when a block's whole share
-  // of W fits its ring, W is in before x. Where W streams on, x arrives under the
-  // stream anyway; there the one-token path made gate/up and the LM heads 1-2% slower
-  // on the H200 (measured while its kernels still spilled registers).
-  const bool share_in_ring = ceil_div(p.tiles, grid) * p.parts <= p.stages;
-  const int x_mode = !ring_x_in_registers(p)          ? kXStaged
-                     : p.tokens == 1 && share_in_ring ? kXOneToken
-                                                      : kXRegisters;
+  const int grid = decode_linear_grid(p.tiles, std::max(1, tuning.blocks_per_sm) * sms,
+                                      tuning.balanced_grid > 0);
+  // One token's x over all lanes: one load and one chunk of normalization per lane where
+  // token 0's lanes would take eight. On the H200 it is faster at every one-token shape
+  // (q/k/v, where the launch waits on x: 3.72 -> 3.05 us for TinyLlama; gate/up and the
+  // LM heads, where W streams on: 0.6-3.1%, since the one-token kernels stopped spilling).
+  const bool one_token = p.tokens == 1 && tuning.one_token_x != 0;
+  const int x_mode = !ring_x_in_registers(p) ? kXStaged : one_token ? kXOneToken : kXRegisters;
   return epilogue == kSwiglu     ? launch_x<kSwiglu>(p, norm, x_mode, grid, stream)
          : epilogue == kStoreF32 ? launch_x<kStoreF32>(p, norm, x_mode, grid, stream)
          : epilogue == kResidual ? launch_x<kResidual>(p, norm, x_mode, grid, stream)

@@ -25,6 +25,9 @@ struct DecodeLinearTuning {
   // source is 128-byte aligned as well. The library pads none: aligned copies stream
   // faster than conflict-free reads save (docs/kernels-sweep.md).
   int row_pad = -1;
+  // One token with x in registers: 1 loads it over all lanes of each warp and normalizes
+  // it there (load_x_registers_one_token; the library's choice), 0 in token 0's lanes.
+  int one_token_x = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
@@ -33,9 +36,8 @@ struct DecodeLinearTuning {
 // and `tokens` vectors: the override's set fields, the library's choice for the rest.
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 
-// Overrides the fields that are set (kernel not kDefault, numbers > 0, contiguous and
-// balanced_grid >= 0)
-// for every later launch;
+// Overrides the fields that are set (kernel not kDefault, numbers > 0; contiguous,
+// balanced_grid, row_pad and one_token_x >= 0) for every later launch;
 // a default-constructed value restores the library's choice. Not thread-safe with
 // concurrent launches: for benchmarks and tests.
 void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
