@@ -186,24 +186,16 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       std::snprintf(cell, sizeof(cell), "-");
     }
     g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    // One token, x in registers: in token 0's lanes rather than over all lanes; blocks
-    // owning runs of whole tiles or of 4-row quads.
-    for (const auto& [name, one_token_x, quad_rows] :
-         {std::tuple{"library's choice, one token's x in token 0's lanes", 0, -1},
-          std::tuple{"library's choice, runs of whole tiles", -1, 0},
-          std::tuple{"library's choice, runs of 4-row quads", -1, 1}}) {
-      if (tokens == 1) {
-        DecodeLinearTuning t;
-        t.one_token_x = one_token_x;
-        t.quad_rows = quad_rows;
-        set_decode_linear_tuning(t);
-        std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-        set_decode_linear_tuning(DecodeLinearTuning{});
-      } else {
-        std::snprintf(cell, sizeof(cell), "-");
-      }
-      g_sweep.linear.add(row, name, cell);
+    if (tokens == 1) {  // x in registers: in token 0's lanes rather than over all lanes
+      DecodeLinearTuning t;
+      t.one_token_x = 0;
+      set_decode_linear_tuning(t);
+      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
+      set_decode_linear_tuning(DecodeLinearTuning{});
+    } else {
+      std::snprintf(cell, sizeof(cell), "-");
     }
+    g_sweep.linear.add(row, "library's choice, one token's x in token 0's lanes", cell);
     for (DecodeLinearTuning choice : choices) {
       double us[2];
       for (int balanced : {1, 0}) {

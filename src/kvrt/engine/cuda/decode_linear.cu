@@ -127,7 +127,6 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
   if (o.one_token_x >= 0) t.one_token_x = o.one_token_x;
-  if (o.quad_rows >= 0) t.quad_rows = o.quad_rows;
   return t;
 }
 

@@ -12,9 +12,6 @@
 //              shared memory, split each slot's k-steps, free the slot, and at the end
 //              of a tile sum their partials in shared memory and run the epilogue (its
 //              residual loaded a tile ahead)
-//   rows:      a block owns a run of whole tiles, or (one token, no SwiGLU, where that
-//              evens the blocks' shares) a run of 4-row quads, whose first and last
-//              tile may then be half tiles
 #include <algorithm>
 #include <type_traits>
 
@@ -52,10 +49,8 @@ struct OneTokenParams : Params {
 template <int kX>
 using KernelParams = std::conditional_t<kX == kXOneToken, OneTokenParams, Params>;
 
-template <int kEpilogue, bool kNorm, int kX, bool kQuads>
+template <int kEpilogue, bool kNorm, int kX>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX> p) {
-  static_assert(!kQuads || (kX == kXOneToken && kEpilogue != kSwiglu),
-                "quads: one token's rows, no gate/up pairs");
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr bool kXInRegisters = kX != kXStaged;
   extern __shared__ uint4 smem[];
@@ -68,27 +63,9 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       reinterpret_cast<float*>(xs + (kXInRegisters ? 0 : p.tokens * p.x_stride));
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // A contiguous run of tiles per block, sizes differing by at most one; with kQuads, of
-  // 4-row quads [q0, q1), in tiles [first, end) whose first 4 rows (q0 odd) or last 4
-  // (q1 odd) are another block's: `half_edges` bits 0 and 1 (one register, not two
-  // row bounds: the one-token kernels have none to spare).
-  int first, end, half_edges = 0;
-  if constexpr (kQuads) {
-    const int quads = ceil_div(p.rows, 4);
-    const int q0 = static_cast<int>(static_cast<int64_t>(blockIdx.x) * quads / gridDim.x);
-    const int q1 = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * quads / gridDim.x);
-    first = q0 >> 1;
-    end = (q1 + 1) >> 1;
-    half_edges = (q0 & 1) | (q1 & 1) << 1;
-  } else {
-    first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * p.tiles / gridDim.x);
-    end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
-  }
-  // Whether `row` of the block's tiles is the block's own (always, but for kQuads).
-  auto owns = [&](int row) {
-    return !kQuads || (row >= kTileCols * first + 4 * (half_edges & 1) &&
-                       row < kTileCols * end - 4 * (half_edges >> 1));
-  };
+  // A contiguous run of tiles per block, sizes differing by at most one.
+  const int first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * p.tiles / gridDim.x);
+  const int end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
   const int total = (end - first) * p.parts;  // ring slots this block fills
 
   KVRT_TRACE_BEGIN();
@@ -110,19 +87,16 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
       const int tile = first + n / p.parts, k0 = (n % p.parts) * p.stage_keys;
-      int row = lane < kTileCols ? matrix_row<kGlu>(p, tile, lane) : -1;
-      if (!owns(row)) row = -1;
+      const int row = lane < kTileCols ? matrix_row<kGlu>(p, tile, lane) : -1;
       const uint32_t bytes = static_cast<uint32_t>(min(p.stage_keys, p.in - k0)) * 2u;
       const bf16* src = p.w + static_cast<size_t>(row < 0 ? 0 : row) * p.in + k0;
-      const unsigned copied = __ballot_sync(0xffffffffu, row >= 0);
-      const unsigned rows = __popc(copied);
-      const int first_lane = kQuads ? __ffs(copied) - 1 : 0;  // quads: maybe rows 4-7 only
+      const unsigned rows = __popc(__ballot_sync(0xffffffffu, row >= 0));
       if (lane == 0) barrier_arrive_expect_tx(&full[slot], rows * bytes);
       __syncwarp();
       char* dst = ring + slot * slot_bytes + lane * p.row_stride;
       if (!p.contiguous) {
         if (row >= 0) bulk_copy(dst, src, bytes, &full[slot]);
-      } else if (row >= 0 && (lane == first_lane || (kGlu && lane == 4))) {
+      } else if (row >= 0 && (lane == 0 || (kGlu && lane == 4))) {
         bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot]);
       }
     }
@@ -171,9 +145,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   const bool writer = threadIdx.x < kMaxTokens * kOutputs;
   const int out_token = threadIdx.x / kOutputs, out_col = threadIdx.x % kOutputs;
   auto residual_of = [&](int tile) {
-    return writer && tile < end && owns(tile * kOutputs + out_col)
-               ? load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col)
-               : 0.0f;
+    return writer && tile < end ? load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col)
+                                : 0.0f;
   };
   float residual = residual_of(first);
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
@@ -190,9 +163,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
         sum += partial[v * 64 + out_token * kTileCols + out_col];
         if constexpr (kGlu) up += partial[v * 64 + out_token * kTileCols + 4 + out_col];
       }
-      if (owns(tile * kOutputs + out_col)) {
-        store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, residual);
-      }
+      store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, residual);
       residual = residual_of(tile + 1);
     }
   };
@@ -261,9 +232,9 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   KVRT_TRACE_END(p.trace);
 }
 
-template <int kEpilogue, bool kNorm, int kX, bool kQuads>
+template <int kEpilogue, bool kNorm, int kX>
 Status launch_ring(const Params& p, int grid, cudaStream_t stream) {
-  void (*kernel)(KernelParams<kX>) = ring_kernel<kEpilogue, kNorm, kX, kQuads>;
+  void (*kernel)(KernelParams<kX>) = ring_kernel<kEpilogue, kNorm, kX>;
   const size_t smem = decode_linear_ring_smem(p);
   KVRT_RETURN_IF_ERROR(
       allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
@@ -275,19 +246,14 @@ Status launch_ring(const Params& p, int grid, cudaStream_t stream) {
   return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", args);
 }
 
-template <int kEpilogue, int kX, bool kQuads = false>
+template <int kEpilogue, int kX>
 Status launch_norm(const Params& p, bool norm, int grid, cudaStream_t stream) {
-  return norm ? launch_ring<kEpilogue, true, kX, kQuads>(p, grid, stream)
-              : launch_ring<kEpilogue, false, kX, kQuads>(p, grid, stream);
+  return norm ? launch_ring<kEpilogue, true, kX>(p, grid, stream)
+              : launch_ring<kEpilogue, false, kX>(p, grid, stream);
 }
 
 template <int kEpilogue>
-Status launch_x(const Params& p, bool norm, int x_mode, bool quads, int grid, cudaStream_t stream) {
-  if constexpr (kEpilogue != kSwiglu) {
-    if (x_mode == kXOneToken && quads) {
-      return launch_norm<kEpilogue, kXOneToken, true>(p, norm, grid, stream);
-    }
-  }
+Status launch_x(const Params& p, bool norm, int x_mode, int grid, cudaStream_t stream) {
   return x_mode == kXOneToken    ? launch_norm<kEpilogue, kXOneToken>(p, norm, grid, stream)
          : x_mode == kXRegisters ? launch_norm<kEpilogue, kXRegisters>(p, norm, grid, stream)
                                  : launch_norm<kEpilogue, kXStaged>(p, norm, grid, stream);
@@ -313,15 +279,10 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm,
   // LM heads, where W streams on: 0.6-3.1%, since the one-token kernels stopped spilling).
   const bool one_token = p.tokens == 1 && tuning.one_token_x != 0;
   const int x_mode = !ring_x_in_registers(p) ? kXStaged : one_token ? kXOneToken : kXRegisters;
-  // Runs of 4-row quads where they shrink the busiest block's share (TinyLlama's q/k/v:
-  // 2.5 tiles' rows at most instead of 3 on 132 blocks).
-  const bool quads =
-      x_mode == kXOneToken && epilogue != kSwiglu && tuning.quad_rows != 0 &&
-      (tuning.quad_rows > 0 || ceil_div(ceil_div(p.rows, 4), grid) < 2 * ceil_div(p.tiles, grid));
-  return epilogue == kSwiglu     ? launch_x<kSwiglu>(p, norm, x_mode, quads, grid, stream)
-         : epilogue == kStoreF32 ? launch_x<kStoreF32>(p, norm, x_mode, quads, grid, stream)
-         : epilogue == kResidual ? launch_x<kResidual>(p, norm, x_mode, quads, grid, stream)
-                                 : launch_x<kStore>(p, norm, x_mode, quads, grid, stream);
+  return epilogue == kSwiglu     ? launch_x<kSwiglu>(p, norm, x_mode, grid, stream)
+         : epilogue == kStoreF32 ? launch_x<kStoreF32>(p, norm, x_mode, grid, stream)
+         : epilogue == kResidual ? launch_x<kResidual>(p, norm, x_mode, grid, stream)
+                                 : launch_x<kStore>(p, norm, x_mode, grid, stream);
 }
 
 }  // namespace kvrt::engine::cuda::detail

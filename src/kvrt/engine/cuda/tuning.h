@@ -28,10 +28,6 @@ struct DecodeLinearTuning {
   // One token with x in registers: 1 loads it over all lanes of each warp and normalizes
   // it there (load_x_registers_one_token; the library's choice), 0 in token 0's lanes.
   int one_token_x = -1;
-  // One token over all lanes, no SwiGLU: 1 gives each block a run of 4-row quads rather
-  // than of 8-row tiles (its first and last tile may hold 4 rows), 0 never; the library
-  // does where that shrinks the busiest block's share.
-  int quad_rows = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
@@ -41,7 +37,7 @@ struct DecodeLinearTuning {
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
 
 // Overrides the fields that are set (kernel not kDefault, numbers > 0; contiguous,
-// balanced_grid, row_pad, one_token_x and quad_rows >= 0) for every later launch;
+// balanced_grid, row_pad and one_token_x >= 0) for every later launch;
 // a default-constructed value restores the library's choice. Not thread-safe with
 // concurrent launches: for benchmarks and tests.
 void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
