@@ -70,10 +70,11 @@ DecodeLinearTuning g_tuning_override;
 // that holds the block's whole share, so the next launch's blocks are resident beside
 // them and stream their W while these finish; o_proj's 2-deep ring (its blocks' whole
 // tile) likewise leaves room for a block of the gate/up launch that follows it. Grids
-// are balanced (decode_linear_grid) where a block streams several tiles; where a
-// block's whole share fits its ring at once, more blocks won. (No class depends on the
-// token count since x moved into registers.)
-DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int in) {
+// are balanced (decode_linear_grid) where a block streams several tiles, except for one
+// token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
+// ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
+// fit beside their staged x.
+DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double bytes = 2.0 * w_rows * in;
   DecodeLinearTuning t;
@@ -95,7 +96,8 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
     t.balanced_grid = 0;
   } else if (in >= 4096) {  // down
     t.stage_keys = 1024;
-    t.stages = 4;
+    const double block_bytes = 5 * kTileCols * 2048 + 2.0 * tokens * in + 8 * 1024;
+    t.stages = block_bytes <= 110 * 1024 ? 5 : 4;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
   } else if (bytes >= 100 * kMiB) {  // LM head
@@ -108,6 +110,7 @@ DecodeLinearTuning default_tuning([[maybe_unused]] int tokens, int w_rows, int i
     t.stages = 3;
     t.blocks_per_sm = 2;
     t.contiguous = 1;
+    t.balanced_grid = tokens == 1 ? 0 : 1;
   }
   return t;
 }
