@@ -96,7 +96,9 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.balanced_grid = 0;
   } else if (in >= 4096) {  // down
     t.stage_keys = 1024;
-    const double block_bytes = 5 * kTileCols * 2048 + 2.0 * tokens * in + 8 * 1024;
+    // Five slots where two blocks per SM still fit (<= 110 KiB each with the staged x,
+    // the reduction buffers and barriers), else four.
+    const double block_bytes = 5.0 * kTileCols * t.stage_keys * 2 + 2.0 * tokens * in + 8 * 1024;
     t.stages = block_bytes <= 110 * 1024 ? 5 : 4;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
