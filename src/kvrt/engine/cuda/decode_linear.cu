@@ -73,7 +73,7 @@ DecodeLinearTuning g_tuning_override;
 // are balanced (decode_linear_grid) where a block streams several tiles, except for one
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
-// fit beside their staged x.
+// fit beside their staged x. gate/up at 8 tokens streams faster as one block per SM.
 DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double bytes = 2.0 * w_rows * in;
@@ -107,10 +107,10 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.stages = 4;
     t.blocks_per_sm = 1;
     t.contiguous = 1;
-  } else {  // gate/up (x in registers leaves room for two blocks per SM at 8 tokens)
+  } else {  // gate/up: two blocks per SM up to 4 tokens, one on a deeper ring at 8
     t.stage_keys = 2048;
-    t.stages = 3;
-    t.blocks_per_sm = 2;
+    t.stages = tokens >= 8 ? 4 : 3;
+    t.blocks_per_sm = tokens >= 8 ? 1 : 2;
     t.contiguous = 1;
     t.balanced_grid = tokens == 1 ? 0 : 1;
   }
