@@ -1,4 +1,5 @@
-// Device-side part of the benchmark's shared pieces: random buffer contents.
+// Device-side part of the benchmark's shared pieces: random buffer contents and the
+// graph-replay timer.
 #include "bench_common.h"
 
 namespace kvrt::engine::cuda::bench {
@@ -19,7 +20,72 @@ __global__ void fill_bf16(uint16_t* out, size_t count, float scale, uint32_t see
   }
 }
 
+// A captured graph of `launch(i)` for i in [first, first + count), instantiated.
+class Graph {
+ public:
+  Graph(const LaunchFn& launch, int first, int count, cudaStream_t stream) : stream_(stream) {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int i = first; i < first + count; ++i) check(launch(i, stream));
+    check(cudaStreamEndCapture(stream, &graph), "end capture");
+    check(cudaGraphInstantiate(&exec_, graph, 0), "instantiate");
+    check(cudaGraphDestroy(graph), "graph destroy");
+    check(cudaEventCreate(&start_), "event");
+    check(cudaEventCreate(&stop_), "event");
+    check(cudaGraphLaunch(exec_, stream), "graph warm-up");
+  }
+  ~Graph() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+    cudaGraphExecDestroy(exec_);
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  // One replay, in microseconds.
+  double replay_us() {
+    check(cudaEventRecord(start_, stream_), "record");
+    check(cudaGraphLaunch(exec_, stream_), "graph launch");
+    check(cudaEventRecord(stop_, stream_), "record");
+    check(cudaEventSynchronize(stop_), "sync");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "elapsed");
+    return 1000.0 * ms;
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 }  // namespace
+
+LaunchTime Timer::time(const LaunchFn& launch, int launches) {
+  for (int i = 0; i < 2 * launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
+  check(cudaStreamSynchronize(stream), "warm-up");
+  Graph single(launch, 0, launches, stream), twice(launch, 0, 2 * launches, stream);
+  std::vector<double> single_us, twice_us;
+  for (int it = 0; it < iters; ++it) {
+    single_us.push_back(single.replay_us());
+    twice_us.push_back(twice.replay_us());
+  }
+  const double n = median(single_us), n2 = median(twice_us);
+  return {(n2 - n) / launches, n / launches, launches};
+}
+
+double Timer::graph_us(const LaunchFn& launch, int launches) {
+  for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
+  check(cudaStreamSynchronize(stream), "warm-up");
+  Graph graph(launch, 0, launches, stream);
+  std::vector<double> us;
+  for (int it = 0; it < iters; ++it) us.push_back(graph.replay_us() / launches);
+  return median(us);
+}
 
 void Buffer::random(float scale, uint32_t seed) {
   fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(ptr), bytes / 2, scale, seed);

@@ -63,52 +63,46 @@ inline int copies_for(size_t bytes) {
   return static_cast<int>(std::max<size_t>(2, (kRotateBytes + bytes - 1) / bytes));
 }
 
+// What a launch costs, from CUDA-event-timed replays of captured graphs. `chain`: the
+// replay time of a graph of 2N launches minus that of a graph of N, over N — a launch deep
+// in a long chain, as in a captured decode step, with the costs a graph pays once
+// cancelled (its start, the first launch's cold start with nothing ahead of it to overlap,
+// the last one's drain); the 1 GB copy that the table compares against pays them once per
+// gigabyte. `graph`: the graph of N's replay over N, those costs included. Medians over
+// the replays, the two graphs' replays interleaved.
+struct LaunchTime {
+  double chain = 0, graph = 0;
+  int launches = 0;
+};
+
+// Ours with PDL (both figures) and without (chain).
+struct OursTime {
+  LaunchTime pdl;
+  double plain = 0;
+};
+
+using LaunchFn = std::function<Status(int, cudaStream_t)>;
+
 struct Timer {
   cudaStream_t stream = nullptr;
   int iters = 50;
 
-  // Median microseconds per launch of `launch(i)` for i in [0, launches), captured in a
-  // graph and replayed `iters` times.
-  double per_launch_us(const std::function<Status(int, cudaStream_t)>& launch, int launches) {
-    for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
-    check(cudaStreamSynchronize(stream), "warm-up");
-    cudaGraph_t graph = nullptr;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int i = 0; i < launches; ++i) check(launch(i, stream));
-    check(cudaStreamEndCapture(stream, &graph), "end capture");
-    cudaGraphExec_t exec = nullptr;
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    cudaEvent_t start, stop;
-    check(cudaEventCreate(&start), "event");
-    check(cudaEventCreate(&stop), "event");
-    check(cudaGraphLaunch(exec, stream), "graph warm-up");
-    std::vector<double> times;
-    for (int it = 0; it < iters; ++it) {
-      check(cudaEventRecord(start, stream), "record");
-      check(cudaGraphLaunch(exec, stream), "graph launch");
-      check(cudaEventRecord(stop, stream), "record");
-      check(cudaEventSynchronize(stop), "sync");
-      float ms = 0.0f;
-      check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-      times.push_back(1000.0 * ms / launches);
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+  // `launch(i)` for i in [0, launches) and then [launches, 2 launches).
+  LaunchTime time(const LaunchFn& launch, int launches);
+  double per_launch_us(const LaunchFn& launch, int launches) {
+    return time(launch, launches).chain;
   }
+  // The graph of N alone, over N (kernel_trace.cu: each launch captured takes a trace slot).
+  double graph_us(const LaunchFn& launch, int launches);
 
-  // Ours with PDL, ours without, as a pair.
-  std::pair<double, double> ours(const std::function<Status(int, cudaStream_t)>& launch,
-                                 int launches) {
+  OursTime ours(const LaunchFn& launch, int launches) {
     set_programmatic_launch(true);
-    const double pdl = per_launch_us(launch, launches);
+    OursTime out;
+    out.pdl = time(launch, launches);
     set_programmatic_launch(false);
-    const double plain = per_launch_us(launch, launches);
+    out.plain = time(launch, launches).chain;
     set_programmatic_launch(true);
-    return {pdl, plain};
+    return out;
   }
 };
 
@@ -120,33 +114,24 @@ struct Model {
 class Report {
  public:
   explicit Report(double copy_gbs) : copy_gbs_(copy_gbs) {}
-  // A memory-bound row: bytes moved, our times (PDL, plain), the cuBLASLt time or 0.
+  // A memory-bound row: bytes moved, our times, the cuBLASLt time (chain) or 0.
   void bandwidth(const std::string& model, const std::string& kernel, const std::string& shape,
-                 double bytes, std::pair<double, double> us, double lt_us) {
-    const double gbs = bytes / (us.first * 1e3);
-    char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f | %.0f%% | %s | %s |",
-                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second, gbs,
-                  100.0 * gbs / copy_gbs_, lt_us > 0 ? fmt("%.2f", lt_us).c_str() : "-",
-                  lt_us > 0 ? fmt("%.2fx", lt_us / us.first).c_str() : "-");
-    add(line);
+                 double bytes, const OursTime& us, double lt_us) {
+    const double gbs = bytes / (us.pdl.chain * 1e3);
+    add(row(model, kernel, shape, us, fmt("%.0f", gbs), fmt("%.0f%%", 100.0 * gbs / copy_gbs_),
+            lt_us > 0 ? fmt("%.2f", lt_us) : "-",
+            lt_us > 0 ? fmt("%.2fx", lt_us / us.pdl.chain) : "-"));
   }
   // A latency-bound row (a few KB moved): time only.
   void latency(const std::string& model, const std::string& kernel, const std::string& shape,
-               std::pair<double, double> us) {
-    char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | - | - | - | - |",
-                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second);
-    add(line);
+               const OursTime& us) {
+    add(row(model, kernel, shape, us, "-", "-", "-", "-"));
   }
   // A compute-bound row: TFLOP/s instead of bandwidth.
   void compute(const std::string& model, const std::string& kernel, const std::string& shape,
-               double flops, std::pair<double, double> us, const char* note) {
-    char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %s | %s | %.2f | %.2f | %.0f TFLOP/s | %s | - | - |",
-                  model.c_str(), kernel.c_str(), shape.c_str(), us.first, us.second,
-                  flops / (us.first * 1e6), note);
-    add(line);
+               double flops, const OursTime& us, const char* note) {
+    add(row(model, kernel, shape, us, fmt("%.0f TFLOP/s", flops / (us.pdl.chain * 1e6)), note, "-",
+            "-"));
   }
   void add(const std::string& line) {
     rows_.push_back(line);
@@ -156,7 +141,8 @@ class Report {
   std::string table() const {
     std::string out =
         "| model | kernel | shape | ours µs (PDL) | ours µs (no PDL) | GB/s | % of copy | "
-        "cuBLASLt µs | cuBLASLt / ours |\n|---|---|---|---|---|---|---|---|---|\n";
+        "cuBLASLt µs | cuBLASLt / ours | ours µs (PDL), graph of N / N (N) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& row : rows_) out += row + "\n";
     return out;
   }
@@ -166,6 +152,15 @@ class Report {
     char buffer[64];
     std::snprintf(buffer, sizeof(buffer), format, value);
     return buffer;
+  }
+  static std::string row(const std::string& model, const std::string& kernel,
+                         const std::string& shape, const OursTime& us, const std::string& rate,
+                         const std::string& share, const std::string& lt,
+                         const std::string& lt_ratio) {
+    return "| " + model + " | " + kernel + " | " + shape + " | " + fmt("%.2f", us.pdl.chain) +
+           " | " + fmt("%.2f", us.plain) + " | " + rate + " | " + share + " | " + lt + " | " +
+           lt_ratio + " | " + fmt("%.2f", us.pdl.graph) + " (" + std::to_string(us.pdl.launches) +
+           ") |";
   }
   double copy_gbs_;
   std::vector<std::string> rows_;

@@ -243,28 +243,28 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   Step step(m, context);
   constexpr int kSteps = 2;  // per graph: the model is far past L2 already
   auto time = [&](const Variant& v) {
-    return timer.per_launch_us([&](int, cudaStream_t s) { return step.ours(v, s); }, kSteps);
+    return timer.time([&](int, cudaStream_t s) { return step.ours(v, s); }, kSteps);
   };
   const auto ours =
       timer.ours([&](int, cudaStream_t s) { return step.ours(Variant{}, s); }, kSteps);
   Variant separate_rope, late_history;
   separate_rope.fused_rope = false;
   late_history.prefetch_history = false;
-  const double separate_rope_us = time(separate_rope);
-  const double late_history_us = time(late_history);
+  const LaunchTime separate_rope_us = time(separate_rope);
+  const LaunchTime late_history_us = time(late_history);
   set_programmatic_launch(false);
   const double peer =
       timer.per_launch_us([&](int, cudaStream_t s) { return step.peer(lt, s); }, kSteps);
   set_programmatic_launch(true);
-  auto row = [&](const char* kernel, std::pair<double, double> us) {
+  auto row = [&](const char* kernel, const OursTime& us) {
     char shape[160];
     std::snprintf(shape, sizeof(shape), "%d layers, cache %d: %.0f tokens/s", m.layers, context,
-                  1e6 / us.first);
+                  1e6 / us.pdl.chain);
     report.bandwidth(m.name, kernel, shape, step.bytes(), us, peer);
   };
   row("decode step (embedding to logits)", ours);
-  row("decode step, rope as its own kernel", {separate_rope_us, ours.second});
-  row("decode step, attention history read after the PDL wait", {late_history_us, ours.second});
+  row("decode step, rope as its own kernel", {separate_rope_us, ours.plain});
+  row("decode step, attention history read after the PDL wait", {late_history_us, ours.plain});
   if (!sweep.enabled) return;
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);
@@ -273,7 +273,7 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     sweep.add(name,
               next == DependentLaunch::kEarly ? "attention: next launch early"
                                               : "attention: next launch late",
-              step.bytes(), time(Variant{}));
+              step.bytes(), time(Variant{}).chain);
   }
   set_decode_attention_tuning(DecodeAttentionTuning{});
   for (int factor : {1, 4}) {
@@ -281,7 +281,7 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.splits = std::max(1, step.splits * factor / 2);
     char choice[64];
     std::snprintf(choice, sizeof(choice), "attention: %d splits", v.splits);
-    sweep.add(name, choice, step.bytes(), time(v));
+    sweep.add(name, choice, step.bytes(), time(v).chain);
   }
   // Geometries that leave room on each multiprocessor for a block of the next launch
   // (shared memory and registers), so that it streams its W while these finish, and
@@ -302,11 +302,11 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.o_proj = room.o_proj;
     v.gate_up = room.gate_up;
     v.down = room.down;
-    sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v));
+    sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v).chain);
   }
   Variant none;
   none.attention = false;
-  sweep.add(name, "without rope and attention (bytes as with)", step.bytes(), time(none));
+  sweep.add(name, "without rope and attention (bytes as with)", step.bytes(), time(none).chain);
 }
 
 }  // namespace kvrt::engine::cuda::bench

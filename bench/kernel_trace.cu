@@ -106,7 +106,7 @@ std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz)
   // Timer captures its graph after one eager warm-up chain: the slots are each taken once
   // more by the capture, in chain order.
   check(set_kernel_trace({static_cast<uint64_t*>(stamps.ptr), chain.slots, kMaxBlocks}));
-  const double us = timer.per_launch_us(chain.launch, chain.launches);
+  const double us = timer.graph_us(chain.launch, chain.launches);
   check(set_kernel_trace({}));
   std::vector<uint64_t> raw(stamps.bytes / sizeof(uint64_t));
   check(cudaMemcpy(raw.data(), stamps.ptr, stamps.bytes, cudaMemcpyDeviceToHost), "stamps");
