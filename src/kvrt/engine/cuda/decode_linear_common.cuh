@@ -130,41 +130,29 @@ __device__ __forceinline__ void load_x_registers(const Params& p, uint4 (&xr)[kR
   }
 }
 
-// A chunk of x times the norm weight, rounded once to bf16: the one-token path's MMA
-// input, whose 1/rms (a scalar per token) is applied to the sums instead.
-__device__ __forceinline__ uint4 times_gamma(uint4 chunk, uint4 gamma) {
-  const uint32_t in[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
-  const uint32_t g[4] = {gamma.x, gamma.y, gamma.z, gamma.w};
-  uint32_t out[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    out[j] = pack_bf16(bf16_lo(in[j]) * bf16_lo(g[j]), bf16_hi(in[j]) * bf16_hi(g[j]));
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
-
-// load_x_registers for one token, the loads spread over the warp's 32 lanes: lane 4u + t
-// takes chunk(u) of lane group t (one load per lane, one instruction per warp) and
-// `gamma0`, its norm-weight chunk; the chunks then move to lanes 0-3, which carry token 0
-// in the MMA layout, by shuffles, and the other lanes' registers are zero. The general
-// path loads all of a warp's chunks in those 4 lanes: eight predicated loads where one
-// does. With kNorm the chunks are x * gamma, and the warp's sum of squares of x goes to
-// squares[warp]: 1/rms is a scalar, so W (x r gamma) = r (W (x gamma)) and the caller
-// scales the sums (one_token_inv_rms), with no barrier between x's arrival and the first
-// MMAs. (x * gamma is rounded to bf16 once, where HF's LlamaRMSNorm rounds x r, then
-// times gamma: the two differ by bf16 rounding, within every tolerance of the tests.)
-template <bool kNorm, typename Chunk>
+// load_x_registers for one token, the loads and the normalization spread over the
+// warp's 32 lanes: lane 4u + t takes chunk(u) of lane group t (one load per lane, one
+// instruction per warp) and `gamma0`, its norm-weight chunk; the chunks then move to
+// lanes 0-3, which carry token 0 in the MMA layout, by shuffles, and the other lanes'
+// registers are zero. The general path loads and normalizes all of a warp's chunks in
+// those 4 lanes: eight predicated loads and eight chunks of arithmetic per lane where
+// one of each does.
+template <bool kNorm, typename Chunk, typename Sync>
 __device__ __forceinline__ void load_x_registers_one_token(const Params& p,
                                                            uint4 (&xr)[kRegisterSteps],
                                                            uint4 gamma0, Chunk chunk,
-                                                           float* squares) {
+                                                           float* squares, Sync sync) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c = chunk(lane >> 2);  // chunk() takes this lane's t = lane % 4
   uint4 mine = c < p.chunks ? reinterpret_cast<const uint4*>(p.x)[c] : make_uint4(0, 0, 0, 0);
   if constexpr (kNorm) {
     const float sum = warp_sum(sum_of_squares(mine));
-    if (lane == 0) squares[warp] = sum;
-    mine = times_gamma(mine, gamma0);
+    if (lane == 0) squares[warp * kMaxTokens] = sum;
+    sync();
+    float row_sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) row_sum += squares[v * kMaxTokens];
+    mine = rms_normalize(mine, gamma0, rsqrtf(row_sum / static_cast<float>(p.in) + p.eps));
   }
   const bool token0 = lane < 4;
 #pragma unroll
@@ -175,15 +163,6 @@ __device__ __forceinline__ void load_x_registers_one_token(const Params& p,
                    __shfl_sync(0xffffffffu, mine.z, from), __shfl_sync(0xffffffffu, mine.w, from));
     xr[u] = token0 ? v : make_uint4(0, 0, 0, 0);
   }
-}
-
-// 1/rms of the one token from the warps' sums of squares (load_x_registers_one_token),
-// read after a barrier that follows every warp's store.
-__device__ __forceinline__ float one_token_inv_rms(const Params& p, const float* squares) {
-  float row_sum = 0.0f;
-#pragma unroll
-  for (int v = 0; v < kWarps; ++v) row_sum += squares[v];
-  return rsqrtf(row_sum / static_cast<float>(p.in) + p.eps);
 }
 
 // stage_x's norm-weight chunks tid + m * kThreads, m < kGamma, loaded by the caller

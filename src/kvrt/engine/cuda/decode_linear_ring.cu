@@ -29,7 +29,6 @@ constexpr int kConsumers = kWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kConsumerBarrier = 1;        // named barrier of the consumer warps
 constexpr size_t kBarrierBytes = 2 * kMaxStages * sizeof(uint64_t);  // full[], empty[]
-constexpr size_t kSquaresBytes = kWarps * sizeof(float);             // one token's sums of squares
 
 __device__ __forceinline__ void consumer_sync() {
   named_barrier(kConsumerBarrier, kConsumers);
@@ -62,7 +61,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   uint4* xs = reinterpret_cast<uint4*>(ring + static_cast<size_t>(p.stages) * slot_bytes);
   float* reduce =  // [2][warps][64]
       reinterpret_cast<float*>(xs + (kXInRegisters ? 0 : p.tokens * p.x_stride));
-  float* squares = reduce + 2 * kWarps * 64;  // [warps]
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // A contiguous run of tiles per block, sizes differing by at most one.
@@ -111,9 +109,9 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // Whole-row slots: lane (g, t) of warp w only ever multiplies chunks 4 (w + 8 u) + t of
   // token g, so x goes straight into registers (load_x_registers; one token:
-  // load_x_registers_one_token). The second reduction buffer is load_x_registers' norm
-  // scratch: the first tile's partials go to the first, and the second is written only
-  // after the first tile's barrier.
+  // load_x_registers_one_token). The second reduction buffer is the norm's scratch: the
+  // first tile's partials go to the first, and the second is written only after the
+  // first tile's barrier.
   auto chunk = [&](int u) { return 4 * (warp + u * kWarps) + t; };
   uint4 xr[kXInRegisters ? kRegisterSteps : 1];
   if constexpr (kX == kXOneToken) {
@@ -124,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     }
     pdl_wait();
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
-    load_x_registers_one_token<kNorm>(p, xr, gamma0, chunk, squares);
+    load_x_registers_one_token<kNorm>(p, xr, gamma0, chunk, reduce + kWarps * 64, consumer_sync);
   } else if constexpr (kX == kXRegisters) {
     uint4 gamma[kRegisterSteps] = {};
     if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
@@ -151,10 +149,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
                                 : 0.0f;
   };
   float residual = residual_of(first);
-  // One token's norm is applied to the sums (load_x_registers_one_token): 1/rms, read by
-  // the writers at the first tile's barrier, which follows every warp's sum of squares.
-  constexpr bool kScaleSums = kX == kXOneToken && kNorm;
-  float inv_rms = 1.0f;
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
   // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
   // buffer again only after passing the barrier that follows the last reads of it.
@@ -163,18 +157,11 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     reinterpret_cast<float2*>(partial + warp * 64)[g * 4 + t] = make_float2(acc[0], acc[1]);
     consumer_sync();
     if (writer) {
-      if constexpr (kScaleSums) {
-        if (tile == first) inv_rms = one_token_inv_rms(p, squares);
-      }
       float sum = 0.0f, up = 0.0f;
 #pragma unroll
       for (int v = 0; v < kWarps; ++v) {
         sum += partial[v * 64 + out_token * kTileCols + out_col];
         if constexpr (kGlu) up += partial[v * 64 + out_token * kTileCols + 4 + out_col];
-      }
-      if constexpr (kScaleSums) {
-        sum *= inv_rms;
-        up *= inv_rms;
       }
       store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, residual);
       residual = residual_of(tile + 1);
@@ -278,7 +265,7 @@ size_t decode_linear_ring_smem(const Params& p) {
   const size_t x_bytes =
       ring_x_in_registers(p) ? 0 : static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4);
   return kBarrierBytes + static_cast<size_t>(p.stages) * kTileCols * p.row_stride + x_bytes +
-         kReduceBytes + kSquaresBytes;
+         kReduceBytes;
 }
 
 Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm,
