@@ -20,13 +20,13 @@ __global__ void fill_bf16(uint16_t* out, size_t count, float scale, uint32_t see
   }
 }
 
-// A captured graph of `launch(i)` for i in [first, first + count), instantiated.
+// A captured graph of `launch(i)` for i in [0, count), instantiated.
 class Graph {
  public:
-  Graph(const LaunchFn& launch, int first, int count, cudaStream_t stream) : stream_(stream) {
+  Graph(const LaunchFn& launch, int count, cudaStream_t stream) : stream_(stream) {
     cudaGraph_t graph = nullptr;
     check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int i = first; i < first + count; ++i) check(launch(i, stream));
+    for (int i = 0; i < count; ++i) check(launch(i, stream));
     check(cudaStreamEndCapture(stream, &graph), "end capture");
     check(cudaGraphInstantiate(&exec_, graph, 0), "instantiate");
     check(cudaGraphDestroy(graph), "graph destroy");
@@ -68,7 +68,7 @@ double median(std::vector<double> values) {
 LaunchTime Timer::time(const LaunchFn& launch, int launches) {
   for (int i = 0; i < 2 * launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
   check(cudaStreamSynchronize(stream), "warm-up");
-  Graph single(launch, 0, launches, stream), twice(launch, 0, 2 * launches, stream);
+  Graph single(launch, launches, stream), twice(launch, 2 * launches, stream);
   std::vector<double> single_us, twice_us;
   for (int it = 0; it < iters; ++it) {
     single_us.push_back(single.replay_us());
@@ -81,7 +81,7 @@ LaunchTime Timer::time(const LaunchFn& launch, int launches) {
 double Timer::graph_us(const LaunchFn& launch, int launches) {
   for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
   check(cudaStreamSynchronize(stream), "warm-up");
-  Graph graph(launch, 0, launches, stream);
+  Graph graph(launch, launches, stream);
   std::vector<double> us;
   for (int it = 0; it < iters; ++it) us.push_back(graph.replay_us() / launches);
   return median(us);

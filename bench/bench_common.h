@@ -67,8 +67,8 @@ inline int copies_for(size_t bytes) {
 // replay time of a graph of 2N launches minus that of a graph of N, over N — a launch deep
 // in a long chain, as in a captured decode step, with the costs a graph pays once
 // cancelled (its start, the first launch's cold start with nothing ahead of it to overlap,
-// the last one's drain); the 1 GB copy that the table compares against pays them once per
-// gigabyte. `graph`: the graph of N's replay over N, those costs included. Medians over
+// the last one's drain); the 1 GiB copy that the table compares against pays them once per
+// gibibyte. `graph`: the graph of N's replay over N, those costs included. Medians over
 // the replays, the two graphs' replays interleaved.
 struct LaunchTime {
   double chain = 0, graph = 0;
@@ -87,7 +87,7 @@ struct Timer {
   cudaStream_t stream = nullptr;
   int iters = 50;
 
-  // `launch(i)` for i in [0, launches) and then [launches, 2 launches).
+  // Graphs of `launch(i)` for i in [0, launches) and for i in [0, 2 launches).
   LaunchTime time(const LaunchFn& launch, int launches);
   double per_launch_us(const LaunchFn& launch, int launches) {
     return time(launch, launches).chain;

@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
       "Times the CUDA kernels at TinyLlama-1.1B and Llama-3.2-1B shapes against a "
       "device copy and cuBLASLt measured in the same run."};
   app.add_option("--out", options.out_path, "also write the tables to this file");
-  app.add_option("--iters", options.iters, "timed graph replays per case (median reported)")
+  app.add_option("--iters", options.iters, "timed replays of each graph per case (medians used)")
       ->check(CLI::Range(1, 100000));
   app.add_flag("--sweep", options.sweep,
                "also time every decode_linear geometry and the attention and step variants");
