@@ -94,7 +94,6 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.blocks_per_sm = 1;
     t.contiguous = 1;
     t.balanced_grid = 0;
-    t.early_slots = 2;
   } else if (in >= 4096) {  // down
     t.stage_keys = 1024;
     // Five slots where two blocks per SM still fit (<= 110 KiB each with the staged x,
@@ -133,7 +132,6 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
   if (o.one_token_x >= 0) t.one_token_x = o.one_token_x;
-  if (o.early_slots >= 0) t.early_slots = o.early_slots;
   return t;
 }
 
@@ -182,7 +180,6 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
     p.parts = ceil_div(op.in, p.stage_keys);
     p.row_stride = p.stage_keys * 2 + row_pad;
   };
-  p.early_slots = std::max(0, tuning.early_slots);
   set_slots(tuning.stage_keys);
   p.stages = std::clamp(tuning.stages, 2, kMaxStages);
   while (p.stages > 2 && decode_linear_ring_smem(p) > kMaxBlockSmem) --p.stages;

@@ -43,13 +43,12 @@ struct Params {
   int tiles;
   float eps;
   // Ring kernel.
-  int stage_keys;   // k elements per row in one ring slot
-  int parts;        // ring slots per tile: ceil(in / stage_keys)
-  int row_stride;   // bytes between W rows in a slot (padded against bank conflicts,
-                    // except when contiguous)
-  int stages;       // ring slots
-  int contiguous;   // 1: a slot holds whole rows, copied as one run per tile (or half)
-  int early_slots;  // slots the producer fills before the PDL wait (0: all)
+  int stage_keys;  // k elements per row in one ring slot
+  int parts;       // ring slots per tile: ceil(in / stage_keys)
+  int row_stride;  // bytes between W rows in a slot (padded against bank conflicts,
+                   // except when contiguous)
+  int stages;      // ring slots
+  int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
 #if KVRT_KERNEL_TRACE

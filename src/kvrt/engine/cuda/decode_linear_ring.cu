@@ -84,7 +84,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     // unpadded (`contiguous`), lane 0 copies the tile's rows in one run (SwiGLU: lane 0
     // the gate rows, lane 4 the up rows).
     for (int n = 0; n < total; ++n) {
-      if (n == p.early_slots && n > 0) pdl_wait();  // the rest of W after the previous launch
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
       const int tile = first + n / p.parts, k0 = (n % p.parts) * p.stage_keys;

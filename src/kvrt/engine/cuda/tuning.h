@@ -28,8 +28,6 @@ struct DecodeLinearTuning {
   // One token with x in registers: 1 loads it over all lanes of each warp and normalizes
   // it there (load_x_registers_one_token; the library's choice), 0 in token 0's lanes.
   int one_token_x = -1;
-  // Ring slots the producer fills before the PDL wait (the rest after it), 0: all.
-  int early_slots = -1;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
