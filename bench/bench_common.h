@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -105,6 +106,22 @@ struct Timer {
     return out;
   }
 };
+
+// The chain floor (chain_floor.cu): the best per-launch time, over a few geometries, of a
+// kernel that only loads a row's bytes before the PDL wait and passes one value down the
+// chain; and the same geometry chained through a counter in global memory instead of
+// griddepcontrol.wait. `spans(i)`: what launch i reads (up to two spans, 16-byte
+// multiples), rotated like the row's own launches.
+struct Span {
+  const void* ptr = nullptr;
+  size_t bytes = 0;
+};
+using FloorSpans = std::function<std::array<Span, 2>(int)>;
+struct ChainFloor {
+  double us = 0, counter_us = 0;
+  int per_sm = 0, loads = 0;  // blocks of 256 threads per SM, 16-byte loads per batch
+};
+ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches);
 
 struct Model {
   const char* name;

@@ -13,8 +13,10 @@
 //   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--trace]
 //   (kernels_bench_main.cpp)
 //
-// The last rows per model time a whole decode step (decode_step_bench.cu). --quick runs
-// only the decode attention and decode step rows.
+// The last rows per model time a whole decode step (decode_step_bench.cu). A second table
+// sets each memory-bound decode row against its chain floor (chain_floor.cu): the least
+// kernel of a PDL chain that reads the same bytes. --quick runs only the decode attention
+// and decode step rows.
 // --sweep also times every launch geometry of decode_linear and several split counts of
 // decode_attention at each shape, and appends that table. --trace prints only the
 // per-block timelines of the decode_linear chains and of whole decode steps
@@ -22,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -42,6 +45,35 @@ namespace {
 using namespace bench;
 
 Sweep g_sweep;
+
+// The chain floor of each memory-bound decode row (chain_floor.cu), set against ours.
+struct FloorRows {
+  bool enabled = false;
+  double copy_gbs = 0;
+  std::vector<std::string> rows;
+  void add(const std::string& model, const std::string& kernel, const std::string& shape,
+           double bytes, double ours_us, const ChainFloor& floor) {
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "| %s | %s | %s | %.2f | %.0f%% | %d x 256 threads/SM, %d loads | %.2f | %.2f | "
+                  "%.2f |",
+                  model.c_str(), kernel.c_str(), shape.c_str(), floor.us,
+                  100.0 * bytes / (floor.us * 1e3) / copy_gbs, floor.per_sm, floor.loads,
+                  floor.counter_us, ours_us, ours_us - floor.us);
+    rows.push_back(line);
+    std::printf("floor %s\n", line);
+    std::fflush(stdout);
+  }
+  std::string table() const {
+    std::string out =
+        "| model | kernel | shape | floor µs | floor % of copy | floor's geometry | floor "
+        "chained by a counter µs | ours µs (PDL) | ours - floor µs |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& row : rows) out += row + "\n";
+    return out;
+  }
+};
+FloorRows g_floor;
 
 // A plain SM copy (16-byte loads and stores, grid-stride), the other copy peer.
 __global__ void copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, size_t count) {
@@ -234,6 +266,16 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       launches);
   set_programmatic_launch(true);
   report.bandwidth(m.name, kernel, shape, bytes, ours, lt_us);
+  if (g_floor.enabled && tokens == 1) {
+    const auto floor = chain_floor(
+        timer,
+        [&](int i) {
+          return std::array<Span, 2>{Span{weights[static_cast<size_t>(i % copies)]->ptr, w_bytes},
+                                     Span{}};
+        },
+        launches);
+    g_floor.add(m.name, kernel, shape, bytes, ours.pdl.chain, floor);
+  }
 }
 
 void bench_decode_attention(Timer& timer, Report& report, const Model& m, int length) {
@@ -302,6 +344,17 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   std::snprintf(shape, sizeof(shape), "cache %d, %dq/%dkv heads, d%d, %d splits", length, m.q_heads,
                 m.kv_heads, dim, *splits);
   report.bandwidth(m.name, "decode attention", shape, bytes, us, 0.0);
+  if (g_floor.enabled) {
+    const auto floor = chain_floor(
+        timer,
+        [&](int i) {
+          const size_t copy = static_cast<size_t>(i % copies);
+          return std::array<Span, 2>{Span{k[copy]->ptr, cache_bytes},
+                                     Span{v[copy]->ptr, cache_bytes}};
+        },
+        std::max(copies, 32));
+    g_floor.add(m.name, "decode attention", shape, bytes, us.pdl.chain, floor);
+  }
 }
 
 // A kernel that does nothing but the PDL handshake every kernel of the library does: the
@@ -510,6 +563,8 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   check(lt.status());
   Report report(copy_gbs);
   g_sweep.copy_gbs = copy_gbs;
+  g_floor.enabled = !quick;
+  g_floor.copy_gbs = copy_gbs;
   bench_floor(timer, report);
   for (const Model& m : models) {
     if (quick) {
@@ -547,6 +602,13 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   check(cudaGetLastError(), "final check");
 
   std::string text = std::string(header) + "\n" + report.table();
+  if (g_floor.enabled) {
+    text +=
+        "\nChain floor: the least kernel of a PDL chain reading each row's bytes (loads "
+        "issued before the wait, one value passed down the chain; the best of several "
+        "geometries), and the same chained by a counter instead of griddepcontrol.wait\n\n" +
+        g_floor.table();
+  }
   if (g_sweep.enabled) text += "\nGeometry sweep\n\n" + g_sweep.table();
   std::printf("\n%s", text.c_str());
   write(text);

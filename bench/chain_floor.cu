@@ -1,0 +1,174 @@
+// The chain floor: what the least kernel of a PDL chain costs per launch to read a row's
+// bytes. Each thread issues its 16-byte loads of the bytes (constant data, as W and the
+// cache history are) before the wait, like the library's kernels, then waits for the
+// predecessor, reads one value it wrote and writes one for the successor; no shared
+// memory, no arithmetic beyond folding what it loaded. Reads past what the registers hold
+// go on in batches after the wait. The best of several geometries is the row's floor:
+// what the chain costs for the bytes alone, before any x, compute, reduction or store.
+//
+// The same floor is also timed with the predecessor signalled through a counter in
+// global memory (each block adds one with release semantics as it finishes; the next
+// launch's blocks spin on it with acquire loads) instead of griddepcontrol.wait, to see
+// whether waiting for the grid's completion is what a chain link costs.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "bench_common.h"
+#include "kvrt/engine/cuda/device_common.cuh"
+
+namespace kvrt::engine::cuda::bench {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kCounterSlots = 1 << 14;  // one per launch made by a Timer::time
+
+struct FloorParams {
+  const uint4* a;
+  size_t a_chunks;  // 16-byte chunks
+  const uint4* b;   // optional second span (the V cache)
+  size_t b_chunks;
+  const float* in;  // one value per block, written by the predecessor
+  float* out;
+  // Counter chaining: the predecessor's counter (null: griddepcontrol.wait) and ours.
+  const unsigned long long* wait_on;
+  unsigned long long* signal;
+};
+
+__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long load_relaxed(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(unsigned long long* p) {
+  asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(p) : "memory");
+}
+
+template <int kLoads>
+__global__ void __launch_bounds__(kThreads, 3) floor_kernel(const FloorParams p) {
+  detail::pdl_launch_dependents();
+  // Counter chaining: every launch uses fresh counters, so a block's round is how many
+  // whole grids of this launch have already signalled (graph replays).
+  unsigned long long round = 0;
+  if (p.signal != nullptr && threadIdx.x == 0) round = load_relaxed(p.signal) / gridDim.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * kThreads;
+  const size_t total = p.a_chunks + p.b_chunks;
+  size_t c = blockIdx.x * static_cast<size_t>(kThreads) + threadIdx.x;
+  uint32_t fold = 0;
+  bool waited = false;
+  for (; c < total || !waited; c += kLoads * stride) {
+    uint4 v[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const size_t chunk = c + i * stride;
+      const uint4* src = chunk < p.a_chunks ? p.a + chunk : p.b + (chunk - p.a_chunks);
+      v[i] = detail::load_stream(src, chunk < total);
+    }
+    if (!waited) {
+      if (p.wait_on != nullptr) {
+        if (threadIdx.x == 0) {
+          // Seconds of spinning mean a broken chain: fail loudly rather than hang.
+          for (int spins = 0; load_acquire(p.wait_on) < (round + 1) * gridDim.x; ++spins) {
+            if (spins == 1 << 22) __trap();
+          }
+        }
+        __syncthreads();
+      } else {
+        detail::pdl_wait();
+      }
+      waited = true;
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) fold ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  }
+  // Every thread's loads have landed before the block writes and signals.
+  const int odd = __syncthreads_or(fold == 0x9e3779b9u);
+  if (threadIdx.x == 0) {
+    p.out[blockIdx.x] = p.in[blockIdx.x] + (odd ? 2.0f : 1.0f);
+    if (p.signal != nullptr) add_release(p.signal);
+  }
+}
+
+template <int kLoads>
+Status launch_floor(int grid, const FloorParams& p, cudaStream_t stream) {
+  return detail::launch(floor_kernel<kLoads>, dim3(grid), dim3(kThreads), 0, stream, "chain floor",
+                        p);
+}
+
+Status launch_floor(int loads, int grid, const FloorParams& p, cudaStream_t stream) {
+  switch (loads) {
+    case 4:
+      return launch_floor<4>(grid, p, stream);
+    case 8:
+      return launch_floor<8>(grid, p, stream);
+    default:
+      return launch_floor<16>(grid, p, stream);
+  }
+}
+
+}  // namespace
+
+ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sms");
+  Buffer values(2 * static_cast<size_t>(8 * sms) * sizeof(float));
+  check(cudaMemset(values.ptr, 0, values.bytes), "floor values");
+  Buffer counters(kCounterSlots * sizeof(unsigned long long));
+  float* value = static_cast<float*>(values.ptr);
+  const size_t chunks = (spans(0)[0].bytes + spans(0)[1].bytes) / 16;
+
+  auto time_with = [&](int per_sm, int loads, bool by_counter) {
+    const int grid = per_sm * sms;
+    int slot = 0;  // counters: one per launch made, so each graph's launches have their own
+    check(cudaMemset(counters.ptr, 0, counters.bytes), "floor counters");
+    auto* counter = static_cast<unsigned long long*>(counters.ptr);
+    return timer.time(
+        [&](int i, cudaStream_t s) {
+          const auto span = spans(i);
+          FloorParams p{static_cast<const uint4*>(span[0].ptr),
+                        span[0].bytes / 16,
+                        static_cast<const uint4*>(span[1].ptr),
+                        span[1].bytes / 16,
+                        value + (i % 2) * 8 * sms,
+                        value + ((i + 1) % 2) * 8 * sms,
+                        nullptr,
+                        nullptr};
+          if (by_counter) {
+            if (slot == kCounterSlots) die("chain floor: out of counters");
+            // The first launch of a graph (or of the warm-up) follows no counter.
+            p.wait_on = i > 0 ? counter + slot - 1 : nullptr;
+            p.signal = counter + slot++;
+          }
+          return launch_floor(loads, grid, p, s);
+        },
+        launches);
+  };
+
+  ChainFloor best;
+  for (int per_sm : {1, 2, 3, 4, 6, 8}) {
+    const size_t threads = static_cast<size_t>(per_sm) * sms * kThreads;
+    const size_t needed = (chunks + threads - 1) / threads;
+    const int loads = needed <= 4 ? 4 : needed <= 8 ? 8 : 16;
+    // 16 loads in flight need ~80 registers: three blocks per SM at most.
+    if (loads == 16 && per_sm > 3) continue;
+    const double us = time_with(per_sm, loads, false).chain;
+    if (best.us == 0 || us < best.us) {
+      best.us = us;
+      best.per_sm = per_sm;
+      best.loads = loads;
+    }
+  }
+  check(cudaStreamSynchronize(timer.stream), "floor");
+  best.counter_us = time_with(best.per_sm, best.loads, true).chain;
+  check(cudaStreamSynchronize(timer.stream), "floor");
+  return best;
+}
+
+}  // namespace kvrt::engine::cuda::bench
