@@ -121,104 +121,15 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   }
 }
 
-// One token, rows of at most kUnroll * 32 chunks (in <= 2048): a block takes one tile
-// and each warp one of its W rows, lane l loading chunks l, l + 32, ... — every load
-// instruction reads 512 contiguous bytes, as the chain floor of kernels_bench does (the
-// MMA kernels' lane pattern reads 64 bytes from each of 8 rows). All of them are issued
-// before the PDL wait, in at most 64 registers, so two launches' blocks fit on an SM at
-// two blocks each. The dot product runs on CUDA cores (one token: 2 FLOPs per W byte).
-template <int kEpilogue, bool kNorm>
-__global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Params p) {
-  constexpr bool kGlu = kEpilogue == kSwiglu;
-  constexpr int kOutputs = outputs_per_tile<kEpilogue>();
-  extern __shared__ uint4 smem[];
-  uint4* xs = smem;                                          // [chunks]
-  float* scratch = reinterpret_cast<float*>(xs + p.chunks);  // norm sums, then row sums
-  pdl_launch_dependents();
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int tile = blockIdx.x;
-  const int row = matrix_row<kGlu>(p, tile, warp);
-  const bf16* base = p.w + static_cast<size_t>(row < 0 ? 0 : row) * p.in;
-  uint4 w[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int c = lane + 32 * u;
-    const bool valid = row >= 0 && c < p.chunks;
-    w[u] = load_stream(base + (valid ? c * 8 : 0), valid);
-  }
-  uint4 gamma[1] = {};
-  if constexpr (kNorm) load_staged_gamma<kThreads>(p, gamma, threadIdx.x);
-  pdl_wait();
-
-  const bool writer = threadIdx.x < kOutputs;
-  const float residual =
-      writer ? load_residual<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x) : 0.0f;
-  // x: a chunk per thread (normalized with HF LlamaRMSNorm's rounding when kNorm).
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  const int own = threadIdx.x;
-  uint4 x_own = own < p.chunks ? reinterpret_cast<const uint4*>(p.x)[own] : zero;
-  if constexpr (kNorm) {
-    const float squares = warp_sum(sum_of_squares(x_own));
-    if (lane == 0) scratch[warp] = squares;
-    __syncthreads();
-    float total = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kWarps; ++v) total += scratch[v];
-    x_own = rms_normalize(x_own, gamma[0], rsqrtf(total / static_cast<float>(p.in) + p.eps));
-  }
-  if (own < p.chunks) xs[own] = x_own;
-  __syncthreads();
-  // Two accumulators: half as long a chain of dependent FMAs.
-  float acc = 0.0f, acc2 = 0.0f;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int c = lane + 32 * u;
-    const uint4 xv = c < p.chunks ? xs[c] : zero;
-    const uint32_t wp[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
-    const uint32_t xp[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      acc = fmaf(bf16_lo(wp[j]), bf16_lo(xp[j]), acc);
-      acc2 = fmaf(bf16_hi(wp[j]), bf16_hi(xp[j]), acc2);
-    }
-  }
-  // The norm's scratch was last read before the barrier above.
-  const float sum = warp_sum(acc + acc2);
-  if (lane == 0) scratch[warp] = sum;
-  __syncthreads();
-  if (writer) {
-    store_output<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, scratch[threadIdx.x],
-                            kGlu ? scratch[4 + threadIdx.x] : 0.0f, residual);
-  }
-}
-
 template <int kEpilogue>
 void (*pick(bool norm))(Params) {
   return norm ? direct_kernel<kEpilogue, true> : direct_kernel<kEpilogue, false>;
-}
-
-template <int kEpilogue>
-void (*pick_one_token(bool norm))(Params) {
-  return norm ? direct_one_token_kernel<kEpilogue, true>
-              : direct_one_token_kernel<kEpilogue, false>;
 }
 
 }  // namespace
 
 Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int blocks_per_sm,
                                    bool balanced, cudaStream_t stream) {
-  if (p.tokens == 1 && p.split_k == kWarps && ceil_div(p.chunks, 4) <= kWarps * kUnroll) {
-    void (*kernel)(Params) = epilogue == kSwiglu     ? pick_one_token<kSwiglu>(norm)
-                             : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm)
-                             : epilogue == kResidual ? pick_one_token<kResidual>(norm)
-                                                     : pick_one_token<kStore>(norm);
-    // x, then the norm's sums or the rows' sums.
-    const size_t smem = static_cast<size_t>(p.chunks) * sizeof(uint4) + kWarps * sizeof(float);
-    KVRT_RETURN_IF_ERROR(
-        allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
-    return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", p);
-  }
   void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
                            : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
                            : epilogue == kResidual ? pick<kResidual>(norm)
