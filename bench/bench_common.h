@@ -118,7 +118,7 @@ struct Span {
 };
 using FloorSpans = std::function<std::array<Span, 2>(int)>;
 struct ChainFloor {
-  double us = 0, counter_us = 0;
+  double us = 0, counter_us = 0, block_share_us = 0;
   int per_sm = 0, loads = 0;  // blocks of 256 threads per SM, 16-byte loads per batch
 };
 ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches);

@@ -6,10 +6,12 @@
 // go on in batches after the wait. The best of several geometries is the row's floor:
 // what the chain costs for the bytes alone, before any x, compute, reduction or store.
 //
-// The same floor is also timed with the predecessor signalled through a counter in
+// The best geometry is also timed with the predecessor signalled through a counter in
 // global memory (each block adds one with release semantics as it finishes; the next
 // launch's blocks spin on it with acquire loads) instead of griddepcontrol.wait, to see
-// whether waiting for the grid's completion is what a chain link costs.
+// whether waiting for the grid's completion is what a chain link costs; and with each
+// block reading a contiguous share of the bytes, as a GEMV's blocks read their tiles,
+// instead of every load of the grid reading one contiguous run.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,7 +32,8 @@ struct FloorParams {
   size_t a_chunks;  // 16-byte chunks
   const uint4* b;   // optional second span (the V cache)
   size_t b_chunks;
-  const float* in;  // one value per block, written by the predecessor
+  size_t block_share;  // 0: loads interleaved over the grid; else chunks per block
+  const float* in;     // one value per block, written by the predecessor
   float* out;
   // Counter chaining: the predecessor's counter (null: griddepcontrol.wait) and ours.
   const unsigned long long* wait_on;
@@ -58,18 +61,23 @@ __global__ void __launch_bounds__(kThreads, 3) floor_kernel(const FloorParams p)
   // whole grids of this launch have already signalled (graph replays).
   unsigned long long round = 0;
   if (p.signal != nullptr && threadIdx.x == 0) round = load_relaxed(p.signal) / gridDim.x;
-  const size_t stride = static_cast<size_t>(gridDim.x) * kThreads;
+  // Load i of every thread of the grid reads one contiguous run of the bytes, or, with
+  // block_share, load i of every thread of a block reads one run of that block's share.
   const size_t total = p.a_chunks + p.b_chunks;
-  size_t c = blockIdx.x * static_cast<size_t>(kThreads) + threadIdx.x;
+  const size_t share = p.block_share;
+  const size_t stride = share > 0 ? kThreads : static_cast<size_t>(gridDim.x) * kThreads;
+  const size_t end = share > 0 ? min(total, (blockIdx.x + 1) * share) : total;
+  size_t c =
+      (share > 0 ? blockIdx.x * share : blockIdx.x * static_cast<size_t>(kThreads)) + threadIdx.x;
   uint32_t fold = 0;
   bool waited = false;
-  for (; c < total || !waited; c += kLoads * stride) {
+  for (; c < end || !waited; c += kLoads * stride) {
     uint4 v[kLoads];
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const size_t chunk = c + i * stride;
       const uint4* src = chunk < p.a_chunks ? p.a + chunk : p.b + (chunk - p.a_chunks);
-      v[i] = detail::load_stream(src, chunk < total);
+      v[i] = detail::load_stream(src, chunk < end);
     }
     if (!waited) {
       if (p.wait_on != nullptr) {
@@ -124,7 +132,7 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
   float* value = static_cast<float*>(values.ptr);
   const size_t chunks = (spans(0)[0].bytes + spans(0)[1].bytes) / 16;
 
-  auto time_with = [&](int per_sm, int loads, bool by_counter) {
+  auto time_with = [&](int per_sm, int loads, bool by_counter, bool block_shares = false) {
     const int grid = per_sm * sms;
     int slot = 0;  // counters: one per launch made, so each graph's launches have their own
     check(cudaMemset(counters.ptr, 0, counters.bytes), "floor counters");
@@ -136,6 +144,7 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
                         span[0].bytes / 16,
                         static_cast<const uint4*>(span[1].ptr),
                         span[1].bytes / 16,
+                        block_shares ? (chunks + grid - 1) / grid : 0,
                         value + (i % 2) * 8 * sms,
                         value + ((i + 1) % 2) * 8 * sms,
                         nullptr,
@@ -167,6 +176,7 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
   }
   check(cudaStreamSynchronize(timer.stream), "floor");
   best.counter_us = time_with(best.per_sm, best.loads, true).chain;
+  best.block_share_us = time_with(best.per_sm, best.loads, false, true).chain;
   check(cudaStreamSynchronize(timer.stream), "floor");
   return best;
 }
