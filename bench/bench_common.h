@@ -119,9 +119,12 @@ struct Span {
 using FloorSpans = std::function<std::array<Span, 2>(int)>;
 struct ChainFloor {
   double us = 0, counter_us = 0, block_share_us = 0;
+  // The ladder at the same geometry (one-token rows of <= 2048 keys): + x loaded after the
+  // wait, + x staged in shared memory, + dot products, a reduction and stores (0: not run).
+  double ladder[3] = {};
   int per_sm = 0, loads = 0;  // blocks of 256 threads per SM, 16-byte loads per batch
 };
-ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches);
+ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches, int x_chunks = 0);
 
 struct Model {
   const char* name;

@@ -35,6 +35,10 @@ struct FloorParams {
   size_t block_share;  // 0: loads interleaved over the grid; else chunks per block
   const float* in;     // one value per block, written by the predecessor
   float* out;
+  // The ladder (kWork > 0): a GEMV's steps after the wait, one at a time.
+  const uint4* x;  // x_chunks 16-byte chunks, the same for every block
+  int x_chunks;    // <= kThreads
+  float* sums;     // 8 per block
   // Counter chaining: the predecessor's counter (null: griddepcontrol.wait) and ours.
   const unsigned long long* wait_on;
   unsigned long long* signal;
@@ -54,8 +58,53 @@ __device__ __forceinline__ void add_release(unsigned long long* p) {
   asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(p) : "memory");
 }
 
-template <int kLoads>
-__global__ void __launch_bounds__(kThreads, 3) floor_kernel(const FloorParams p) {
+// kWork: 0 the floor; 1 + x loaded after the wait (a chunk per thread, the same x in every
+// block); 2 + x staged in shared memory, a barrier, each lane reading the chunks that
+// match its loads; 3 + dot products of those with its loads on CUDA cores, a warp
+// reduction, a barrier and 8 stores per block. 1-3 need every load in one batch.
+template <int kLoads, int kWork>
+__device__ __forceinline__ uint32_t ladder(const FloorParams& p, const uint4 (&v)[kLoads]) {
+  __shared__ uint4 xs[kThreads];
+  __shared__ float warp_sums[kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  const uint4 xv = threadIdx.x < p.x_chunks ? p.x[threadIdx.x] : zero;
+  uint32_t fold = 0;
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) fold ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  if constexpr (kWork == 1) return fold ^ xv.x ^ xv.y ^ xv.z ^ xv.w;
+  xs[threadIdx.x] = xv;
+  __syncthreads();
+  if constexpr (kWork == 2) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const uint4 x = xs[(lane + 32 * i) % kThreads];
+      fold ^= x.x ^ x.y ^ x.z ^ x.w;
+    }
+    return fold;
+  }
+  float acc = 0.0f, acc2 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const uint4 x = xs[(lane + 32 * i) % kThreads];
+    const uint32_t wp[4] = {v[i].x, v[i].y, v[i].z, v[i].w}, xp[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      acc = fmaf(detail::bf16_lo(wp[j]), detail::bf16_lo(xp[j]), acc);
+      acc2 = fmaf(detail::bf16_hi(wp[j]), detail::bf16_hi(xp[j]), acc2);
+    }
+  }
+  const float sum = detail::warp_sum(acc + acc2);
+  if (lane == 0) warp_sums[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x < kThreads / 32) p.sums[blockIdx.x * 8 + threadIdx.x] = warp_sums[threadIdx.x];
+  return fold ^ __float_as_uint(sum);
+}
+
+// Sixteen loads: three blocks per SM (ptxas spills a few bytes of addressing there);
+// eight: room for two launches' blocks of two, as the one-token GEMVs are built to.
+template <int kLoads, int kWork>
+__global__ void __launch_bounds__(kThreads, kLoads > 8 ? 3 : 4) floor_kernel(const FloorParams p) {
   detail::pdl_launch_dependents();
   // Counter chaining: every launch uses fresh counters, so a block's round is how many
   // whole grids of this launch have already signalled (graph replays).
@@ -69,6 +118,7 @@ __global__ void __launch_bounds__(kThreads, 3) floor_kernel(const FloorParams p)
   const size_t end = share > 0 ? min(total, (blockIdx.x + 1) * share) : total;
   size_t c =
       (share > 0 ? blockIdx.x * share : blockIdx.x * static_cast<size_t>(kThreads)) + threadIdx.x;
+  float carried = 0.0f;
   uint32_t fold = 0;
   bool waited = false;
   for (; c < end || !waited; c += kLoads * stride) {
@@ -93,24 +143,35 @@ __global__ void __launch_bounds__(kThreads, 3) floor_kernel(const FloorParams p)
       }
       waited = true;
     }
+    if constexpr (kWork == 0) {
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) fold ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+      for (int i = 0; i < kLoads; ++i) fold ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+    } else {
+      // The predecessor's value travels with x, as a GEMV's residual does.
+      if (threadIdx.x == 0) carried = p.in[blockIdx.x];
+      fold ^= ladder<kLoads, kWork>(p, v) ^ __float_as_uint(carried);
+    }
   }
   // Every thread's loads have landed before the block writes and signals.
   const int odd = __syncthreads_or(fold == 0x9e3779b9u);
   if (threadIdx.x == 0) {
-    p.out[blockIdx.x] = p.in[blockIdx.x] + (odd ? 2.0f : 1.0f);
+    p.out[blockIdx.x] = (kWork > 0 ? carried : p.in[blockIdx.x]) + (odd ? 2.0f : 1.0f);
     if (p.signal != nullptr) add_release(p.signal);
   }
 }
 
-template <int kLoads>
+template <int kLoads, int kWork = 0>
 Status launch_floor(int grid, const FloorParams& p, cudaStream_t stream) {
-  return detail::launch(floor_kernel<kLoads>, dim3(grid), dim3(kThreads), 0, stream, "chain floor",
-                        p);
+  return detail::launch(floor_kernel<kLoads, kWork>, dim3(grid), dim3(kThreads), 0, stream,
+                        "chain floor", p);
 }
 
-Status launch_floor(int loads, int grid, const FloorParams& p, cudaStream_t stream) {
+Status launch_floor(int loads, int work, int grid, const FloorParams& p, cudaStream_t stream) {
+  if (work > 0) {  // the ladder: eight loads only
+    return work == 1   ? launch_floor<8, 1>(grid, p, stream)
+           : work == 2 ? launch_floor<8, 2>(grid, p, stream)
+                       : launch_floor<8, 3>(grid, p, stream);
+  }
   switch (loads) {
     case 4:
       return launch_floor<4>(grid, p, stream);
@@ -123,16 +184,19 @@ Status launch_floor(int loads, int grid, const FloorParams& p, cudaStream_t stre
 
 }  // namespace
 
-ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
+ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches, int x_chunks) {
   int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sms");
   Buffer values(2 * static_cast<size_t>(8 * sms) * sizeof(float));
   check(cudaMemset(values.ptr, 0, values.bytes), "floor values");
   Buffer counters(kCounterSlots * sizeof(unsigned long long));
   float* value = static_cast<float*>(values.ptr);
+  Buffer x(kThreads * sizeof(uint4)), sums(static_cast<size_t>(8 * sms) * 8 * sizeof(float));
+  x.random(1.0f, 77);
   const size_t chunks = (spans(0)[0].bytes + spans(0)[1].bytes) / 16;
 
-  auto time_with = [&](int per_sm, int loads, bool by_counter, bool block_shares = false) {
+  auto time_with = [&](int per_sm, int loads, bool by_counter, bool block_shares = false,
+                       int work = 0) {
     const int grid = per_sm * sms;
     int slot = 0;  // counters: one per launch made, so each graph's launches have their own
     check(cudaMemset(counters.ptr, 0, counters.bytes), "floor counters");
@@ -147,6 +211,9 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
                         block_shares ? (chunks + grid - 1) / grid : 0,
                         value + (i % 2) * 8 * sms,
                         value + ((i + 1) % 2) * 8 * sms,
+                        static_cast<const uint4*>(x.ptr),
+                        x_chunks,
+                        static_cast<float*>(sums.ptr),
                         nullptr,
                         nullptr};
           if (by_counter) {
@@ -155,7 +222,7 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
             p.wait_on = i > 0 ? counter + slot - 1 : nullptr;
             p.signal = counter + slot++;
           }
-          return launch_floor(loads, grid, p, s);
+          return launch_floor(loads, work, grid, p, s);
         },
         launches);
   };
@@ -177,6 +244,13 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches) {
   check(cudaStreamSynchronize(timer.stream), "floor");
   best.counter_us = time_with(best.per_sm, best.loads, true).chain;
   best.block_share_us = time_with(best.per_sm, best.loads, false, true).chain;
+  // The ladder, where the best geometry holds every load in one batch of eight.
+  const size_t best_threads = static_cast<size_t>(best.per_sm) * sms * kThreads;
+  if (x_chunks > 0 && x_chunks <= kThreads && best.loads == 8 && chunks <= 8 * best_threads) {
+    for (int work = 1; work <= 3; ++work) {
+      best.ladder[work - 1] = time_with(best.per_sm, best.loads, false, false, work).chain;
+    }
+  }
   check(cudaStreamSynchronize(timer.stream), "floor");
   return best;
 }

@@ -62,6 +62,13 @@ struct FloorRows {
                   floor.counter_us, floor.block_share_us, ours_us, ours_us - floor.us);
     rows.push_back(line);
     std::printf("floor %s\n", line);
+    if (floor.ladder[0] > 0) {
+      std::snprintf(line, sizeof(line), "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |",
+                    model.c_str(), kernel.c_str(), floor.us, floor.ladder[0], floor.ladder[1],
+                    floor.ladder[2], ours_us);
+      ladder.push_back(line);
+      std::printf("ladder %s\n", line);
+    }
     std::fflush(stdout);
   }
   std::string table() const {
@@ -71,8 +78,17 @@ struct FloorRows {
         "ours - floor µs |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& row : rows) out += row + "\n";
+    if (ladder.empty()) return out;
+    out +=
+        "\nThe ladder: the floor's kernel at its geometry, doing after the wait one more of a "
+        "one-token GEMV's steps at a time (µs per launch)\n\n"
+        "| model | kernel | floor | + x loaded (a chunk per thread) | + x staged in shared "
+        "memory, a barrier | + dot products, a warp reduction, a barrier, 8 stores | ours |\n"
+        "|---|---|---|---|---|---|---|\n";
+    for (const auto& row : ladder) out += row + "\n";
     return out;
   }
+  std::vector<std::string> ladder;
 };
 FloorRows g_floor;
 
@@ -274,7 +290,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
           return std::array<Span, 2>{Span{weights[static_cast<size_t>(i % copies)]->ptr, w_bytes},
                                      Span{}};
         },
-        launches);
+        launches, in / 8);
     g_floor.add(m.name, kernel, shape, bytes, ours.pdl.chain, floor);
   }
 }
