@@ -109,9 +109,10 @@ struct Timer {
 
 // The chain floor (chain_floor.cu): the best per-launch time, over a few geometries, of a
 // kernel that only loads a row's bytes before the PDL wait and passes one value down the
-// chain; and the same geometry chained through a counter in global memory instead of
-// griddepcontrol.wait. `spans(i)`: what launch i reads (up to two spans, 16-byte
-// multiples), rotated like the row's own launches.
+// chain; at that geometry, the same chained through a counter in global memory instead of
+// griddepcontrol.wait, with each block loading a contiguous share, and (x_chunks > 0: the
+// chunks of a one-token row's x) the ladder of a GEMV's steps. `spans(i)`: what launch i reads (up
+// to two spans, 16-byte multiples), rotated like the row's own launches.
 struct Span {
   const void* ptr = nullptr;
   size_t bytes = 0;

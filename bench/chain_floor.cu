@@ -11,7 +11,9 @@
 // launch's blocks spin on it with acquire loads) instead of griddepcontrol.wait, to see
 // whether waiting for the grid's completion is what a chain link costs; and with each
 // block reading a contiguous share of the bytes, as a GEMV's blocks read their tiles,
-// instead of every load of the grid reading one contiguous run.
+// instead of every load of the grid reading one contiguous run. For one-token rows of
+// <= 2048 keys, the ladder then adds a GEMV's steps after the wait one at a time (x,
+// its staging, the dot products and reduction), to show which of them cost what.
 #include <cuda_runtime.h>
 
 #include <algorithm>

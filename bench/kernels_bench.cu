@@ -15,7 +15,8 @@
 //
 // The last rows per model time a whole decode step (decode_step_bench.cu). A second table
 // sets each memory-bound decode row against its chain floor (chain_floor.cu): the least
-// kernel of a PDL chain that reads the same bytes. --quick runs only the decode attention
+// kernel of a PDL chain that reads the same bytes, and for the small one-token rows the
+// ladder of a GEMV's steps added to it. --quick runs only the decode attention
 // and decode step rows.
 // --sweep also times every launch geometry of decode_linear and several split counts of
 // decode_attention at each shape, and appends that table. --trace prints only the
@@ -50,7 +51,7 @@ Sweep g_sweep;
 struct FloorRows {
   bool enabled = false;
   double copy_gbs = 0;
-  std::vector<std::string> rows;
+  std::vector<std::string> rows, ladder;
   void add(const std::string& model, const std::string& kernel, const std::string& shape,
            double bytes, double ours_us, const ChainFloor& floor) {
     char line[512];
@@ -88,7 +89,6 @@ struct FloorRows {
     for (const auto& row : ladder) out += row + "\n";
     return out;
   }
-  std::vector<std::string> ladder;
 };
 FloorRows g_floor;
 
