@@ -88,9 +88,7 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.stages = 2;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
-    if (tokens == 1) t.kernel = DecodeLinearKernel::kDirect;
   } else if (bytes <= 16 * kMiB) {  // q/k/v: the next launch's blocks fit beside these
-    if (tokens == 1) t.kernel = DecodeLinearKernel::kDirect;
     t.stage_keys = 2048;
     t.stages = 3;
     t.blocks_per_sm = 1;
