@@ -93,6 +93,11 @@ void Buffer::random(float scale, uint32_t seed) {
   check(cudaDeviceSynchronize(), "fill");  // the timed stream does not wait on this one
 }
 
+void Buffer::zero() {
+  check(cudaMemset(ptr, 0, bytes), "zero");
+  check(cudaDeviceSynchronize(), "zero");  // the timed stream is non-blocking: no implicit order
+}
+
 // `copies` buffers of `bytes` each, random bf16.
 std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float scale) {
   std::vector<std::unique_ptr<Buffer>> out;

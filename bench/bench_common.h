@@ -41,6 +41,8 @@ struct Buffer {
   bf16* bf() const { return static_cast<bf16*>(ptr); }
   // Uniform values in [-scale, scale) as bf16, from a hash of the index: never zeros.
   void random(float scale, uint32_t seed);
+  // All zero bytes, done before any later launch on any stream.
+  void zero();
   void* ptr = nullptr;
   size_t bytes = 0;
 };

@@ -190,7 +190,7 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches, int 
   int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "sms");
   Buffer values(2 * static_cast<size_t>(8 * sms) * sizeof(float));
-  check(cudaMemset(values.ptr, 0, values.bytes), "floor values");
+  values.zero();
   Buffer counters(kCounterSlots * sizeof(unsigned long long));
   float* value = static_cast<float*>(values.ptr);
   Buffer x(kThreads * sizeof(uint4)), sums(static_cast<size_t>(8 * sms) * 8 * sizeof(float));
@@ -201,7 +201,7 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches, int 
                        int work = 0) {
     const int grid = per_sm * sms;
     int slot = 0;  // counters: one per launch made, so each graph's launches have their own
-    check(cudaMemset(counters.ptr, 0, counters.bytes), "floor counters");
+    counters.zero();
     auto* counter = static_cast<unsigned long long*>(counters.ptr);
     return timer.time(
         [&](int i, cudaStream_t s) {

@@ -82,7 +82,7 @@ struct Step {
     splits = *chosen;
     workspace = std::make_unique<Buffer>(  // room for the sweep's split counts
         decode_attention_workspace_bytes(m.q_heads, m.head_dim, 2 * splits));
-    check(cudaMemset(workspace->ptr, 0, workspace->bytes), "workspace");
+    workspace->zero();
   }
 
   // Bytes a step must read: every weight matrix, the live cache, one embedding row.

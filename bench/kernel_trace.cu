@@ -102,7 +102,7 @@ TraceChain linear_chain(const Shape& s, bool resident) {
 
 std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz) {
   Buffer stamps(static_cast<size_t>(chain.slots) * kMaxBlocks * kTracePoints * sizeof(uint64_t));
-  check(cudaMemset(stamps.ptr, 0, stamps.bytes), "clear stamps");
+  stamps.zero();
   // Timer captures its graph after one eager warm-up chain: the slots are each taken once
   // more by the capture, in chain order.
   check(set_kernel_trace({static_cast<uint64_t*>(stamps.ptr), chain.slots, kMaxBlocks}));

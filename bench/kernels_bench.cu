@@ -314,7 +314,7 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   auto measure = [&](int split_count, bool rotate = true) {
     const size_t ws_bytes = decode_attention_workspace_bytes(m.q_heads, dim, split_count);
     Buffer workspace(ws_bytes);
-    check(cudaMemset(workspace.ptr, 0, ws_bytes), "workspace");
+    workspace.zero();
     return timer.ours(
         [&](int i, cudaStream_t s) {
           const size_t copy = rotate ? static_cast<size_t>(i % copies) : 0;
