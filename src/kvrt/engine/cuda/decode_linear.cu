@@ -69,7 +69,9 @@ DecodeLinearTuning g_tuning_override;
 // tile (x then in registers). q/k/v-sized matrices run one block per SM with a ring
 // that holds the block's whole share, so the next launch's blocks are resident beside
 // them and stream their W while these finish; o_proj's 2-deep ring (its blocks' whole
-// tile) likewise leaves room for a block of the gate/up launch that follows it. Grids
+// tile) likewise leaves room for a block of the gate/up launch that follows it, and one
+// token's o_proj runs on the direct kernel's one-token path (W in registers, each thread
+// a chunk of 8 rows: 2.98-3.00 against the ring's 3.14-3.20 us). Grids
 // are balanced (decode_linear_grid) where a block streams several tiles, except for one
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
@@ -88,6 +90,7 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.stages = 2;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
+    if (tokens == 1) t.kernel = DecodeLinearKernel::kDirect;
   } else if (bytes <= 16 * kMiB) {  // q/k/v: the next launch's blocks fit beside these
     t.stage_keys = 2048;
     t.stages = 3;

@@ -8,6 +8,9 @@
 //           every warp issues the loads of its first k-steps
 //   end:    the warps' partial sums meet in shared memory (two buffers alternate, so one
 //           barrier per round suffices) and the epilogue runs there
+//
+// One token with 8 warps per tile and in <= 2048 (o_proj) takes its own path,
+// direct_one_token_kernel: a block per tile, dot products on CUDA cores.
 #include <algorithm>
 
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
@@ -121,15 +124,104 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   }
 }
 
+// One token, rows of at most kThreads chunks (in <= 2048; o_proj): a block takes one
+// tile, and thread t loads chunk t of each of its 8 W rows — each load instruction of the
+// block reads one row's 4 KB — before the PDL wait, in at most 64 registers, so two
+// launches' blocks fit on an SM at two blocks each. keep_loads_before_wait is what keeps
+// them there (ptxas otherwise hoists the wait above them). After the wait thread t needs
+// only chunk t of x: one load, no staging and no barrier for x (kernels_bench's ladder:
+// staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on CUDA
+// cores, are summed over each warp by shuffles and over the warps in shared memory.
+template <int kEpilogue, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Params p) {
+  constexpr bool kGlu = kEpilogue == kSwiglu;
+  constexpr int kOutputs = outputs_per_tile<kEpilogue>();
+  __shared__ float norm_sums[kWarps];
+  __shared__ float row_sums[kWarps][kTileCols];
+  __shared__ uint32_t load_fences[kThreads];
+  pdl_launch_dependents();
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int tile = blockIdx.x;
+  const int own = threadIdx.x;  // this thread's chunk of every row and of x
+  const bool in_row = own < p.chunks;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 w[kTileCols];
+#pragma unroll
+  for (int r = 0; r < kTileCols; ++r) {
+    const int row = matrix_row<kGlu>(p, tile, r);
+    const bool valid = row >= 0 && in_row;
+    w[r] = load_stream(p.w + (valid ? static_cast<size_t>(row) * p.in + own * 8 : 0), valid);
+  }
+  uint4 gamma = zero;
+  if constexpr (kNorm) gamma = in_row ? reinterpret_cast<const uint4*>(p.norm_w)[own] : zero;
+  keep_loads_before_wait(w, &load_fences[threadIdx.x]);
+  pdl_wait();
+
+  const bool writer = threadIdx.x < kOutputs;
+  const float residual =
+      writer ? load_residual<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x) : 0.0f;
+  uint4 x = in_row ? reinterpret_cast<const uint4*>(p.x)[own] : zero;
+  if constexpr (kNorm) {  // HF LlamaRMSNorm's rounding: bf16(bf16(x * inv_rms) * gamma)
+    const float squares = warp_sum(sum_of_squares(x));
+    if (lane == 0) norm_sums[warp] = squares;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) total += norm_sums[v];
+    x = rms_normalize(x, gamma, rsqrtf(total / static_cast<float>(p.in) + p.eps));
+  }
+  const uint32_t xp[4] = {x.x, x.y, x.z, x.w};
+  float dot[kTileCols];
+#pragma unroll
+  for (int r = 0; r < kTileCols; ++r) {
+    const uint32_t wp[4] = {w[r].x, w[r].y, w[r].z, w[r].w};
+    float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      lo = fmaf(bf16_lo(wp[j]), bf16_lo(xp[j]), lo);
+      hi = fmaf(bf16_hi(wp[j]), bf16_hi(xp[j]), hi);
+    }
+    dot[r] = warp_sum(lo + hi);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kTileCols; ++r) row_sums[warp][r] = dot[r];
+  }
+  __syncthreads();
+  if (writer) {
+    float sum = 0.0f, up = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) {
+      sum += row_sums[v][threadIdx.x];
+      if constexpr (kGlu) up += row_sums[v][4 + threadIdx.x];
+    }
+    store_output<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, sum, up, residual);
+  }
+}
+
 template <int kEpilogue>
 void (*pick(bool norm))(Params) {
   return norm ? direct_kernel<kEpilogue, true> : direct_kernel<kEpilogue, false>;
+}
+
+template <int kEpilogue>
+void (*pick_one_token(bool norm))(Params) {
+  return norm ? direct_one_token_kernel<kEpilogue, true>
+              : direct_one_token_kernel<kEpilogue, false>;
 }
 
 }  // namespace
 
 Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int blocks_per_sm,
                                    bool balanced, cudaStream_t stream) {
+  if (p.tokens == 1 && p.split_k == kWarps && p.chunks <= kThreads) {
+    void (*kernel)(Params) = epilogue == kSwiglu     ? pick_one_token<kSwiglu>(norm)
+                             : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm)
+                             : epilogue == kResidual ? pick_one_token<kResidual>(norm)
+                                                     : pick_one_token<kStore>(norm);
+    return launch(kernel, dim3(p.tiles), dim3(kThreads), 0, stream, "decode_linear", p);
+  }
   void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
                            : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
                            : epilogue == kResidual ? pick<kResidual>(norm)

@@ -63,6 +63,25 @@ __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// ptxas moves griddepcontrol.wait above register loads (ld.global.nc) written before it
+// (SASS: ACQBULK ahead of the LDG.E.NA...CONSTANT), so W loads meant to stream while the
+// previous kernel runs are issued only after it ends. It does not move the wait above a
+// shared-memory store: storing a value folded from the loaded registers into this thread's
+// own `slot` keeps the loads ahead of the wait. They must then also land before it; in a
+// chain that costs less than issuing pdl_launch_dependents() after them, which keeps them
+// ahead too but lets the next launch in later (docs/kernels.md). cp.async and
+// cp.async.bulk copies write shared memory themselves and stay where they are written.
+template <int N>
+__device__ __forceinline__ void keep_loads_before_wait(const uint4 (&loaded)[N], uint32_t* slot) {
+  uint32_t fold = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) fold ^= loaded[i].x ^ loaded[i].y ^ loaded[i].z ^ loaded[i].w;
+  asm volatile(
+      "st.shared.u32 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(slot))),
+      "r"(fold)
+      : "memory");
+}
+
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll

@@ -129,7 +129,8 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
 // 0 bytes and one contiguous run per tile, shallow and deep rings, one and several blocks per
 // multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
 // slots over in <= 2048; one token's over all lanes or in token 0's) or staged in
-// shared memory. Direct kernel: 1, 2, 4 and 8 warps per tile.
+// shared memory. Direct kernel: 1, 2, 4 and 8 warps per tile (8, one token and
+// in <= 2048: its one-token path, a block per tile, every epilogue with and without norm).
 TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
   auto ring = [](int stage_keys, int stages, int contiguous, int per_sm, int balanced = 1,
