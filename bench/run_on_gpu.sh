@@ -4,7 +4,8 @@
 # benchmark, then compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on the
 # test binary side by side (they share the GPU; their time goes mostly to the CPU
 # references), the benchmark again to show the spread between runs, and the kernels'
-# SASS and resource usage for reading offline. Everything lands in $OUT.
+# SASS, resource usage and PDL order (bench/pdl_order.awk) for reading offline.
+# Everything lands in $OUT.
 # SWEEP=1 makes the first benchmark also time every decode_linear geometry, several
 # decode_attention split counts and launch points, and the decode step's variants
 # (kernels_bench --sweep).
@@ -61,6 +62,9 @@ step "sass"
 cuobjdump -res-usage "$dist/kvrt_cuda_kernels_test" >"$out/res_usage.txt" 2>&1
 cuobjdump -sass "$dist/kvrt_cuda_kernels_test" 2>&1 |
   awk '/Function : /{keep = /decode_linear|decode_attention/} keep' | gzip >"$out/sass.txt.gz"
+# Where each kernel's loads sit against its PDL wait (ptxas may move the wait up).
+cuobjdump -sass "$dist/kvrt_cuda_kernels_test" 2>&1 | awk -f "$(dirname "$0")/pdl_order.awk" |
+  (c++filt 2>/dev/null || cat) >"$out/pdl_order.txt"
 
 step "done, status $status"
 exit $status
