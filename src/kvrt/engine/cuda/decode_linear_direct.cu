@@ -132,29 +132,13 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 // only chunk t of x: one load, no staging and no barrier for x (kernels_bench's ladder:
 // staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on CUDA
 // cores, are summed over each warp by shuffles and over the warps in shared memory.
-
-__device__ __forceinline__ uint4 load_exp(const void* ptr, bool valid) {
-  uint4 v;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p;\n"
-      "  setp.ne.b32 p, %5, 0;\n"
-      "  mov.b32 %0, 0;\n"
-      "  mov.b32 %1, 0;\n"
-      "  mov.b32 %2, 0;\n"
-      "  mov.b32 %3, 0;\n"
-      "  @p ld.relaxed.gpu.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      "}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(ptr), "r"(static_cast<int>(valid)));
-  return v;
-}
 template <int kEpilogue, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   __shared__ float norm_sums[kWarps];
   __shared__ float row_sums[kWarps][kTileCols];
+  __shared__ uint32_t load_fences[kThreads];
   pdl_launch_dependents();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -167,10 +151,11 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
   for (int r = 0; r < kTileCols; ++r) {
     const int row = matrix_row<kGlu>(p, tile, r);
     const bool valid = row >= 0 && in_row;
-    w[r] = load_exp(p.w + (valid ? static_cast<size_t>(row) * p.in + own * 8 : 0), valid);
+    w[r] = load_stream(p.w + (valid ? static_cast<size_t>(row) * p.in + own * 8 : 0), valid);
   }
   uint4 gamma = zero;
   if constexpr (kNorm) gamma = in_row ? reinterpret_cast<const uint4*>(p.norm_w)[own] : zero;
+  keep_loads_before_wait(w, &load_fences[threadIdx.x]);
   pdl_wait();
 
   const bool writer = threadIdx.x < kOutputs;
