@@ -69,8 +69,9 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // shared-memory store: storing a value folded from the loaded registers into this thread's
 // own `slot` keeps the loads ahead of the wait. They must then also land before it; in a
 // chain that costs less than issuing pdl_launch_dependents() after them, which keeps them
-// ahead too but lets the next launch in later (docs/kernels.md). cp.async and
-// cp.async.bulk copies write shared memory themselves and stay where they are written.
+// ahead too but lets the next launch in later, and no more than loads that are not .nc,
+// which stay ahead without landing (docs/kernels.md). cp.async copies write shared memory
+// themselves and stayed where written in every kernel here (bench/pdl_order.awk).
 template <int N>
 __device__ __forceinline__ void keep_loads_before_wait(const uint4 (&loaded)[N], uint32_t* slot) {
   uint32_t fold = 0;
