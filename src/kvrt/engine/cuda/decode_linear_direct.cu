@@ -15,6 +15,7 @@
 
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
+#include "kvrt/engine/cuda/trace.cuh"
 
 namespace kvrt::engine::cuda::detail {
 namespace {
@@ -139,6 +140,7 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
   __shared__ float norm_sums[kWarps];
   __shared__ float row_sums[kWarps][kTileCols];
   __shared__ uint32_t load_fences[kThreads];
+  KVRT_TRACE_BEGIN();
   pdl_launch_dependents();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -155,8 +157,11 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
   }
   uint4 gamma = zero;
   if constexpr (kNorm) gamma = in_row ? reinterpret_cast<const uint4*>(p.norm_w)[own] : zero;
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   keep_loads_before_wait(w, &load_fences[threadIdx.x]);
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);  // this thread's W has landed
   pdl_wait();
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
   const bool writer = threadIdx.x < kOutputs;
   const float residual =
@@ -184,6 +189,7 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
     }
     dot[r] = warp_sum(lo + hi);
   }
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);  // after the products that wait for x
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < kTileCols; ++r) row_sums[warp][r] = dot[r];
@@ -198,6 +204,8 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
     }
     store_output<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, sum, up, residual);
   }
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
+  KVRT_TRACE_END(p.trace);
 }
 
 template <int kEpilogue>
@@ -220,7 +228,11 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
                              : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm)
                              : epilogue == kResidual ? pick_one_token<kResidual>(norm)
                                                      : pick_one_token<kStore>(norm);
-    return launch(kernel, dim3(p.tiles), dim3(kThreads), 0, stream, "decode_linear", p);
+    Params args = p;
+#if KVRT_KERNEL_TRACE
+    args.trace = trace_rows_for_next_launch(p.tiles);
+#endif
+    return launch(kernel, dim3(p.tiles), dim3(kThreads), 0, stream, "decode_linear", args);
   }
   void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
                            : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
