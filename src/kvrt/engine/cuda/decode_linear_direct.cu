@@ -132,7 +132,9 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 // them there (ptxas otherwise hoists the wait above them). After the wait thread t needs
 // only chunk t of x: one load, no staging and no barrier for x (kernels_bench's ladder:
 // staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on CUDA
-// cores, are summed over each warp by shuffles and over the warps in shared memory.
+// cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x 5: every
+// warp of the SM runs this burst at once after the wait) and over the warps in shared
+// memory.
 template <int kEpilogue, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
@@ -187,13 +189,28 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
       lo = fmaf(bf16_lo(wp[j]), bf16_lo(xp[j]), lo);
       hi = fmaf(bf16_hi(wp[j]), bf16_hi(xp[j]), hi);
     }
-    dot[r] = warp_sum(lo + hi);
+    dot[r] = lo + hi;
   }
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);  // after the products that wait for x
-  if (lane == 0) {
+  // Halving exchange: each step keeps half the rows, so 4 + 2 + 1 + 1 + 1 shuffles sum the
+  // 8 rows over the warp; lane l ends with row 4 (l >> 4 & 1) + 2 (l >> 3 & 1) + (l >> 2 & 1).
+  const bool up16 = lane & 16, up8 = lane & 8, up4 = lane & 4;
+  float e[4];
 #pragma unroll
-    for (int r = 0; r < kTileCols; ++r) row_sums[warp][r] = dot[r];
+  for (int i = 0; i < 4; ++i) {
+    const float mine = up16 ? dot[i + 4] : dot[i], theirs = up16 ? dot[i] : dot[i + 4];
+    e[i] = mine + __shfl_xor_sync(0xffffffffu, theirs, 16);
   }
+  float f[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float mine = up8 ? e[i + 2] : e[i], theirs = up8 ? e[i] : e[i + 2];
+    f[i] = mine + __shfl_xor_sync(0xffffffffu, theirs, 8);
+  }
+  float h = (up4 ? f[1] : f[0]) + __shfl_xor_sync(0xffffffffu, up4 ? f[0] : f[1], 4);
+  h += __shfl_xor_sync(0xffffffffu, h, 2);
+  h += __shfl_xor_sync(0xffffffffu, h, 1);
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);  // after the products that wait for x
+  if ((lane & 3) == 0) row_sums[warp][(up16 ? 4 : 0) + (up8 ? 2 : 0) + (up4 ? 1 : 0)] = h;
   __syncthreads();
   if (writer) {
     float sum = 0.0f, up = 0.0f;
