@@ -132,78 +132,97 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 // them there (ptxas otherwise hoists the wait above them). After the wait thread t needs
 // only chunk t of x: one load, no staging and no barrier for x (kernels_bench's ladder:
 // staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on CUDA
-// cores, are summed over each warp by shuffles and over the warps in shared memory.
+// cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x 5: every
+// warp of the SM runs this burst at once after the wait) and over the warps in shared
+// memory.
 template <int kEpilogue, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
-  extern __shared__ uint4 smem[];
-  uint4* xs = smem;                                          // [chunks]
-  float* scratch = reinterpret_cast<float*>(xs + p.chunks);  // norm sums, then partials
+  __shared__ float norm_sums[kWarps];
+  __shared__ float row_sums[kWarps][kTileCols];
   __shared__ uint32_t load_fences[kThreads];
+  KVRT_TRACE_BEGIN();
   pdl_launch_dependents();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
   const int tile = blockIdx.x;
-  const int row = matrix_row<kGlu>(p, tile, g);
-  const bf16* base = p.w + static_cast<size_t>(row < 0 ? 0 : row) * p.in;
-  auto chunk = [&](int u) { return (warp + u * kWarps) * 4 + t; };
-  uint4 w[kUnroll];
+  const int own = threadIdx.x;  // this thread's chunk of every row and of x
+  const bool in_row = own < p.chunks;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 w[kTileCols];
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int c = chunk(u);
-    const bool valid = row >= 0 && c < p.chunks;
-    w[u] = load_stream(base + (valid ? c * 8 : 0), valid);
+  for (int r = 0; r < kTileCols; ++r) {
+    const int row = matrix_row<kGlu>(p, tile, r);
+    const bool valid = row >= 0 && in_row;
+    w[r] = load_stream(p.w + (valid ? static_cast<size_t>(row) * p.in + own * 8 : 0), valid);
   }
-  uint4 gamma[1] = {};
-  if constexpr (kNorm) load_staged_gamma<kThreads>(p, gamma, threadIdx.x);
+  uint4 gamma = zero;
+  if constexpr (kNorm) gamma = in_row ? reinterpret_cast<const uint4*>(p.norm_w)[own] : zero;
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   keep_loads_before_wait(w, &load_fences[threadIdx.x]);
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);  // this thread's W has landed
   pdl_wait();
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
   const bool writer = threadIdx.x < kOutputs;
   const float residual =
       writer ? load_residual<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x) : 0.0f;
-  // x: a chunk per thread (normalized with HF LlamaRMSNorm's rounding when kNorm).
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  const int own = threadIdx.x;
-  uint4 x_own = own < p.chunks ? reinterpret_cast<const uint4*>(p.x)[own] : zero;
-  if constexpr (kNorm) {
-    const float squares = warp_sum(sum_of_squares(x_own));
-    if (lane == 0) scratch[warp] = squares;
+  uint4 x = in_row ? reinterpret_cast<const uint4*>(p.x)[own] : zero;
+  if constexpr (kNorm) {  // HF LlamaRMSNorm's rounding: bf16(bf16(x * inv_rms) * gamma)
+    const float squares = warp_sum(sum_of_squares(x));
+    if (lane == 0) norm_sums[warp] = squares;
     __syncthreads();
     float total = 0.0f;
 #pragma unroll
-    for (int v = 0; v < kWarps; ++v) total += scratch[v];
-    x_own = rms_normalize(x_own, gamma[0], rsqrtf(total / static_cast<float>(p.in) + p.eps));
+    for (int v = 0; v < kWarps; ++v) total += norm_sums[v];
+    x = rms_normalize(x, gamma, rsqrtf(total / static_cast<float>(p.in) + p.eps));
   }
-  if (own < p.chunks) xs[own] = x_own;
-  __syncthreads();
-  // Two accumulators: half as long a chain of dependent MMAs.
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const uint32_t xp[4] = {x.x, x.y, x.z, x.w};
+  float dot[kTileCols];
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int c = chunk(u);
-    const uint4 xv = c < p.chunks ? xs[c] : zero;
-    mma_bf16(acc, xv.x, 0u, xv.y, 0u, w[u].x, w[u].y);
-    mma_bf16(acc2, xv.z, 0u, xv.w, 0u, w[u].z, w[u].w);
+  for (int r = 0; r < kTileCols; ++r) {
+    const uint32_t wp[4] = {w[r].x, w[r].y, w[r].z, w[r].w};
+    float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      lo = fmaf(bf16_lo(wp[j]), bf16_lo(xp[j]), lo);
+      hi = fmaf(bf16_hi(wp[j]), bf16_hi(xp[j]), hi);
+    }
+    dot[r] = lo + hi;
   }
-  // Lane (0, t) holds tile columns 2t and 2t + 1 of token 0. The norm's scratch was last
-  // read before the barrier above.
-  if (g == 0) {
-    reinterpret_cast<float2*>(scratch + warp * kTileCols)[t] =
-        make_float2(acc[0] + acc2[0], acc[1] + acc2[1]);
+  // Halving exchange: each step keeps half the rows, so 4 + 2 + 1 + 1 + 1 shuffles sum the
+  // 8 rows over the warp; lane l ends with row 4 (l >> 4 & 1) + 2 (l >> 3 & 1) + (l >> 2 & 1).
+  const bool up16 = lane & 16, up8 = lane & 8, up4 = lane & 4;
+  float e[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float mine = up16 ? dot[i + 4] : dot[i], theirs = up16 ? dot[i] : dot[i + 4];
+    e[i] = mine + __shfl_xor_sync(0xffffffffu, theirs, 16);
   }
+  float f[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float mine = up8 ? e[i + 2] : e[i], theirs = up8 ? e[i] : e[i + 2];
+    f[i] = mine + __shfl_xor_sync(0xffffffffu, theirs, 8);
+  }
+  float h = (up4 ? f[1] : f[0]) + __shfl_xor_sync(0xffffffffu, up4 ? f[0] : f[1], 4);
+  h += __shfl_xor_sync(0xffffffffu, h, 2);
+  h += __shfl_xor_sync(0xffffffffu, h, 1);
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);  // after the products that wait for x
+  if ((lane & 3) == 0) row_sums[warp][(up16 ? 4 : 0) + (up8 ? 2 : 0) + (up4 ? 1 : 0)] = h;
   __syncthreads();
   if (writer) {
     float sum = 0.0f, up = 0.0f;
 #pragma unroll
     for (int v = 0; v < kWarps; ++v) {
-      sum += scratch[v * kTileCols + threadIdx.x];
-      if constexpr (kGlu) up += scratch[v * kTileCols + 4 + threadIdx.x];
+      sum += row_sums[v][threadIdx.x];
+      if constexpr (kGlu) up += row_sums[v][4 + threadIdx.x];
     }
     store_output<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, sum, up, residual);
   }
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
+  KVRT_TRACE_END(p.trace);
 }
 
 template <int kEpilogue>
@@ -226,10 +245,11 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
                              : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm)
                              : epilogue == kResidual ? pick_one_token<kResidual>(norm)
                                                      : pick_one_token<kStore>(norm);
-    const size_t smem = static_cast<size_t>(p.chunks) * sizeof(uint4) + (kWarps + 1) * 8 * 4;
-    KVRT_RETURN_IF_ERROR(
-        allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
-    return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", p);
+    Params args = p;
+#if KVRT_KERNEL_TRACE
+    args.trace = trace_rows_for_next_launch(p.tiles);
+#endif
+    return launch(kernel, dim3(p.tiles), dim3(kThreads), 0, stream, "decode_linear", args);
   }
   void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
                            : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
