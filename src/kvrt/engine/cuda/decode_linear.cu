@@ -71,7 +71,7 @@ DecodeLinearTuning g_tuning_override;
 // them and stream their W while these finish; o_proj's 2-deep ring (its blocks' whole
 // tile) likewise leaves room for a block of the gate/up launch that follows it, and one
 // token's o_proj runs on the direct kernel's one-token path (W in registers, each thread
-// a chunk of 8 rows: 2.98-3.00 against the ring's 3.14-3.20 us). Grids
+// a chunk of 8 rows: 2.85-3.00 against the ring's 3.14-3.20 us). Grids
 // are balanced (decode_linear_grid) where a block streams several tiles, except for one
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
