@@ -9,8 +9,8 @@
 //   end:    the warps' partial sums meet in shared memory (two buffers alternate, so one
 //           barrier per round suffices) and the epilogue runs there
 //
-// One token with 8 warps per tile and in <= 2048 (o_proj) takes its own path,
-// direct_one_token_kernel: a block per tile, dot products on CUDA cores.
+// One token with 8 warps per tile and in <= 6144 (o_proj, TinyLlama's down) takes its own
+// path, direct_one_token_kernel: a block per tile, dot products on CUDA cores.
 #include <algorithm>
 
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
@@ -23,7 +23,8 @@ namespace {
 using namespace decode_linear;
 
 constexpr int kThreads = kWarps * 32;
-constexpr int kUnroll = 8;  // W loads in flight per lane
+constexpr int kUnroll = 8;             // W loads in flight per lane
+constexpr int kMaxOneTokenChunks = 3;  // per thread, one token's path (in <= 6144)
 
 template <int kEpilogue, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
@@ -125,18 +126,24 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   }
 }
 
-// One token, rows of at most kThreads chunks (in <= 2048; o_proj): a block takes one
-// tile, and thread t loads chunk t of each of its 8 W rows — each load instruction of the
-// block reads one row's 4 KB — before the PDL wait, in at most 64 registers, so two
-// launches' blocks fit on an SM at two blocks each. keep_loads_before_wait is what keeps
-// them there (ptxas otherwise hoists the wait above them). After the wait thread t needs
-// only chunk t of x: one load, no staging and no barrier for x (kernels_bench's ladder:
-// staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on CUDA
-// cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x 5: every
-// warp of the SM runs this burst at once after the wait) and over the warps in shared
-// memory.
-template <int kEpilogue, bool kNorm>
-__global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Params p) {
+// One token, rows of at most 3 x kThreads chunks (in <= 6144: o_proj, TinyLlama's down):
+// a block takes one tile, and thread t loads chunks t, t + kThreads, ... of each of its 8
+// W rows — each load instruction of the block reads one row's 4 KB — before the PDL wait,
+// in 32 registers per chunk: with one chunk (in <= 2048) two launches' blocks fit on an
+// SM at two blocks each; with three a launch's 2 blocks per SM hold the whole matrix in
+// flight. keep_loads_before_wait is what keeps the loads there (ptxas otherwise hoists
+// the wait above them). After the wait thread t needs only its chunks of x: one trip, no
+// staging and no barrier for x (kernels_bench's ladder: staging x behind a barrier costs
+// ~0.2 us a launch). The 8 dot products run on CUDA cores, are summed over each warp by a
+// halving exchange (9 shuffles, not 8 x 5: every warp of the SM runs this burst at once
+// after the wait) and over the warps in shared memory.
+// Blocks per SM: 4 with one chunk, else 2 — but 1 with the norm at three chunks (no
+// shape the library picks it for), whose x, gamma and W would spill at 128 registers.
+template <int kEpilogue, bool kNorm, int kChunks>
+__global__ void __launch_bounds__(kThreads, kChunks == 1            ? 4
+                                            : kNorm && kChunks == 3 ? 1
+                                                                    : 2)
+    direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   __shared__ float norm_sums[kWarps];
@@ -147,18 +154,36 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int tile = blockIdx.x;
-  const int own = threadIdx.x;  // this thread's chunk of every row and of x
-  const bool in_row = own < p.chunks;
+  int own[kChunks];  // this thread's chunks of every row and of x
+  bool in_row[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    own[k] = threadIdx.x + k * kThreads;
+    in_row[k] = own[k] < p.chunks;
+  }
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  uint4 w[kTileCols];
+  uint4 w[kChunks * kTileCols];  // [chunk][row]
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {
     const int row = matrix_row<kGlu>(p, tile, r);
-    const bool valid = row >= 0 && in_row;
-    w[r] = load_stream(p.w + (valid ? static_cast<size_t>(row) * p.in + own * 8 : 0), valid);
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      const bool valid = row >= 0 && in_row[k];
+      w[k * kTileCols + r] =
+          load_stream(p.w + (valid ? static_cast<size_t>(row) * p.in + own[k] * 8 : 0), valid);
+    }
   }
-  uint4 gamma = zero;
-  if constexpr (kNorm) gamma = in_row ? reinterpret_cast<const uint4*>(p.norm_w)[own] : zero;
+  // The norm weight rides before the wait only beside one chunk of W: with more, its
+  // registers would spill; after the wait its loads join x's trip.
+  constexpr bool kGammaEarly = kChunks == 1;
+  uint4 gamma[kChunks];
+  auto load_gamma = [&] {
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      gamma[k] = kNorm && in_row[k] ? reinterpret_cast<const uint4*>(p.norm_w)[own[k]] : zero;
+    }
+  };
+  if constexpr (kGammaEarly) load_gamma();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   keep_loads_before_wait(w, &load_fences[threadIdx.x]);
   if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);  // this thread's W has landed
@@ -168,26 +193,40 @@ __global__ void __launch_bounds__(kThreads, 4) direct_one_token_kernel(const Par
   const bool writer = threadIdx.x < kOutputs;
   const float residual =
       writer ? load_residual<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x) : 0.0f;
-  uint4 x = in_row ? reinterpret_cast<const uint4*>(p.x)[own] : zero;
+  if constexpr (!kGammaEarly) load_gamma();
+  uint4 x[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    x[k] = in_row[k] ? reinterpret_cast<const uint4*>(p.x)[own[k]] : zero;
+  }
   if constexpr (kNorm) {  // HF LlamaRMSNorm's rounding: bf16(bf16(x * inv_rms) * gamma)
-    const float squares = warp_sum(sum_of_squares(x));
+    float squares = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) squares += sum_of_squares(x[k]);
+    squares = warp_sum(squares);
     if (lane == 0) norm_sums[warp] = squares;
     __syncthreads();
     float total = 0.0f;
 #pragma unroll
     for (int v = 0; v < kWarps; ++v) total += norm_sums[v];
-    x = rms_normalize(x, gamma, rsqrtf(total / static_cast<float>(p.in) + p.eps));
+    const float inv_rms = rsqrtf(total / static_cast<float>(p.in) + p.eps);
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) x[k] = rms_normalize(x[k], gamma[k], inv_rms);
   }
-  const uint32_t xp[4] = {x.x, x.y, x.z, x.w};
   float dot[kTileCols];
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {
-    const uint32_t wp[4] = {w[r].x, w[r].y, w[r].z, w[r].w};
     float lo = 0.0f, hi = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      lo = fmaf(bf16_lo(wp[j]), bf16_lo(xp[j]), lo);
-      hi = fmaf(bf16_hi(wp[j]), bf16_hi(xp[j]), hi);
+    for (int k = 0; k < kChunks; ++k) {
+      const uint4 wv = w[k * kTileCols + r];
+      const uint32_t wp[4] = {wv.x, wv.y, wv.z, wv.w};
+      const uint32_t xp[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        lo = fmaf(bf16_lo(wp[j]), bf16_lo(xp[j]), lo);
+        hi = fmaf(bf16_hi(wp[j]), bf16_hi(xp[j]), hi);
+      }
     }
     dot[r] = lo + hi;
   }
@@ -230,21 +269,29 @@ void (*pick(bool norm))(Params) {
   return norm ? direct_kernel<kEpilogue, true> : direct_kernel<kEpilogue, false>;
 }
 
-template <int kEpilogue>
+template <int kEpilogue, int kChunks>
 void (*pick_one_token(bool norm))(Params) {
-  return norm ? direct_one_token_kernel<kEpilogue, true>
-              : direct_one_token_kernel<kEpilogue, false>;
+  return norm ? direct_one_token_kernel<kEpilogue, true, kChunks>
+              : direct_one_token_kernel<kEpilogue, false, kChunks>;
+}
+
+template <int kEpilogue>
+void (*pick_one_token(bool norm, int chunks_per_thread))(Params) {
+  return chunks_per_thread == 1   ? pick_one_token<kEpilogue, 1>(norm)
+         : chunks_per_thread == 2 ? pick_one_token<kEpilogue, 2>(norm)
+                                  : pick_one_token<kEpilogue, 3>(norm);
 }
 
 }  // namespace
 
 Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int blocks_per_sm,
                                    bool balanced, cudaStream_t stream) {
-  if (p.tokens == 1 && p.split_k == kWarps && p.chunks <= kThreads) {
-    void (*kernel)(Params) = epilogue == kSwiglu     ? pick_one_token<kSwiglu>(norm)
-                             : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm)
-                             : epilogue == kResidual ? pick_one_token<kResidual>(norm)
-                                                     : pick_one_token<kStore>(norm);
+  if (p.tokens == 1 && p.split_k == kWarps && p.chunks <= kMaxOneTokenChunks * kThreads) {
+    const int per_thread = ceil_div(p.chunks, kThreads);
+    void (*kernel)(Params) = epilogue == kSwiglu     ? pick_one_token<kSwiglu>(norm, per_thread)
+                             : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm, per_thread)
+                             : epilogue == kResidual ? pick_one_token<kResidual>(norm, per_thread)
+                                                     : pick_one_token<kStore>(norm, per_thread);
     Params args = p;
 #if KVRT_KERNEL_TRACE
     args.trace = trace_rows_for_next_launch(p.tiles);

@@ -130,7 +130,8 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
 // multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
 // slots over in <= 2048; one token's over all lanes or in token 0's) or staged in
 // shared memory. Direct kernel: 1, 2, 4 and 8 warps per tile (8, one token and
-// in <= 2048: its one-token path, a block per tile, every epilogue with and without norm).
+// in <= 6144: its one-token path, a block per tile, one to three chunks per thread,
+// every epilogue with and without norm).
 TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
   auto ring = [](int stage_keys, int stages, int contiguous, int per_sm, int balanced = 1,
@@ -196,7 +197,13 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       // One token, x in registers, a ring that W streams through: every epilogue.
       {1, 77, 1024, Variant::kNormSwiglu},
       {1, 1003, 2048, Variant::kNormF32},
-      {1, 9000, 1536, Variant::kPlain}};
+      {1, 9000, 1536, Variant::kPlain},
+      // One token, in past 2048 (the one-token direct path's two and three chunks per
+      // thread, the last chunk partial).
+      {1, 33, 2056, Variant::kPlain},
+      {1, 100, 3000, Variant::kNormF32},
+      {1, 77, 4104, Variant::kNormSwiglu},
+      {1, 50, 6144, Variant::kResidualInPlace}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
