@@ -49,77 +49,6 @@ struct OneTokenParams : Params {
 template <int kX>
 using KernelParams = std::conditional_t<kX == kXOneToken, OneTokenParams, Params>;
 
-// One token whose block's whole share (<= kPassTiles tiles of whole rows) sits in the
-// ring at once, as q/k/v's does: every tile in one pass rather than tile by tile. The
-// MMAs of all tiles interleave (independent chains), and the warps' partials meet behind
-// one barrier instead of one per tile, so a block pays for one reduction and one store
-// round, not three (the per-tile loop spent ~0.25 us a tile on q/k/v after x was ready).
-// Token 0's lanes (g == 0) hold each tile's columns 2t, 2t + 1; they go to `reduce` as
-// [tile][warp][8], within the first of its two buffers (the second is the norm's
-// scratch, which other warps may still read).
-constexpr int kPassTiles = 3;  // with 4 the one-token kernels spill
-static_assert(kPassTiles * kWarps * kTileCols <= kWarps * 64);
-
-template <int kEpilogue, typename Chunk, typename OnLanded>
-__device__ __forceinline__ void one_pass(const Params& p, const char* ring, int slot_bytes,
-                                         uint64_t* full, int first, int tiles,
-                                         const uint4 (&xr)[kRegisterSteps], Chunk chunk,
-                                         float* reduce, OnLanded on_landed) {
-  constexpr bool kGlu = kEpilogue == kSwiglu;
-  constexpr int kOutputs = outputs_per_tile<kEpilogue>();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  // Writer thread (tile i, output j) loads its residual now, beside the slots' waits.
-  const bool writer = threadIdx.x < tiles * kOutputs;
-  const int out_tile = threadIdx.x / kOutputs, out_col = threadIdx.x % kOutputs;
-  const float residual =
-      writer ? load_residual<kEpilogue>(p, 0, (first + out_tile) * kOutputs + out_col) : 0.0f;
-  for (int i = 0; i < tiles; ++i) barrier_wait(&full[i], 0);  // tile i fills slot i
-  on_landed();
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  float acc[kPassTiles][4] = {};  // one chain per tile: the tiles interleave
-  const char* w_rows = ring + g * p.row_stride;
-  // Every load is predicated by value, never branched around: with a branch per tile the
-  // loads could not be issued ahead of the MMAs, and each exposed its latency (TinyLlama's
-  // q/k/v 2.92 -> 4.09 us). A tile past the block's share reads slot 0 and multiplies zeros.
-#pragma unroll
-  for (int u = 0; u < kRegisterSteps; ++u) {
-    const int c = chunk(u);
-    uint4 wv[kPassTiles];
-#pragma unroll
-    for (int i = 0; i < kPassTiles; ++i) {
-      const bool valid = i < tiles && c < p.chunks;
-      wv[i] = *reinterpret_cast<const uint4*>(w_rows + (valid ? i * slot_bytes + c * 16 : 0));
-      if (!valid) wv[i] = zero;
-    }
-#pragma unroll
-    for (int i = 0; i < kPassTiles; ++i) {
-      mma_bf16(acc[i], xr[u].x, 0u, xr[u].y, 0u, wv[i].x, wv[i].y);
-      mma_bf16(acc[i], xr[u].z, 0u, xr[u].w, 0u, wv[i].z, wv[i].w);
-    }
-  }
-  if (g == 0) {
-#pragma unroll
-    for (int i = 0; i < kPassTiles; ++i) {
-      if (i < tiles) {
-        reinterpret_cast<float2*>(reduce + (i * kWarps + warp) * kTileCols)[t] =
-            make_float2(acc[i][0], acc[i][1]);
-      }
-    }
-  }
-  consumer_sync();
-  if (writer) {
-    const float* partial = reduce + out_tile * kWarps * kTileCols;
-    float sum = 0.0f, up = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kWarps; ++v) {
-      sum += partial[v * kTileCols + out_col];
-      if constexpr (kGlu) up += partial[v * kTileCols + 4 + out_col];
-    }
-    store_output<kEpilogue>(p, 0, (first + out_tile) * kOutputs + out_col, sum, up, residual);
-  }
-}
-
 template <int kEpilogue, bool kNorm, int kX>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX> p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
@@ -209,18 +138,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     consumer_sync();
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
-  // SwiGLU (gate/up: many tiles a block) keeps the tile loop; with the pass compiled in,
-  // its kernels spilled.
-  if constexpr (kX == kXOneToken && !kGlu) {
-    if (end - first <= min(p.stages, kPassTiles)) {
-      one_pass<kEpilogue>(p, ring, slot_bytes, full, first, end - first, xr, chunk, reduce, [&] {
-        if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);
-      });
-      if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-      KVRT_TRACE_END(p.trace);
-      return;
-    }
-  }
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
   // The epilogue: thread (token, j) writes output j of each tile; its residual is loaded a
   // tile ahead.

@@ -126,13 +126,12 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
 
 // Every launch geometry the benchmark compares computes the same thing. Ring kernel:
 // thin and wide slots (a tile split into many slots, or one), rows padded by 16, 64 or
-// 0 bytes and one contiguous run per tile, shallow and deep rings, one and several
-// blocks per multiprocessor, grids balanced or filling every block slot, x in registers
-// (whole-row slots over in <= 2048; one token's over all lanes or in token 0's, tile by
-// tile or, where a block's whole share fits the ring, in one pass) or staged in shared
-// memory. Direct kernel: 1, 2, 4 and 8 warps per tile (8, one token and in <= 6144: its
-// one-token path, a block per tile, one to three chunks per thread, every epilogue with
-// and without norm).
+// 0 bytes and one contiguous run per tile, shallow and deep rings, one and several blocks per
+// multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
+// slots over in <= 2048; one token's over all lanes or in token 0's) or staged in
+// shared memory. Direct kernel: 1, 2, 4 and 8 warps per tile (8, one token and
+// in <= 6144: its one-token path, a block per tile, one to three chunks per thread,
+// every epilogue with and without norm).
 TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
   auto ring = [](int stage_keys, int stages, int contiguous, int per_sm, int balanced = 1,
@@ -176,8 +175,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
                                         ring(1024, 4, 0, 2, 1, 64),
                                         ring(96, 3, 0, 1, 1, 0),
                                         one_token_x(0, 3, 1),
-                                        one_token_x(1, 2, 2),
-                                        one_token_x(1, 4, 1)};
+                                        one_token_x(1, 2, 2)};
   const LinearCase cases[] = {
       {1, 2560, 2048, Variant::kNorm},
       {1, 300, 5632, Variant::kResidual},
@@ -205,13 +203,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       {1, 33, 2056, Variant::kPlain},
       {1, 100, 3000, Variant::kNormF32},
       {1, 77, 4104, Variant::kNormSwiglu},
-      {1, 50, 6144, Variant::kResidualInPlace},
-      // One token whose block's whole share fits the ring: one pass over 1-3 tiles (on
-      // 132 SMs at one block each: 2 and 3 tiles a block), SwiGLU by the tile loop.
-      {1, 1500, 1024, Variant::kResidualInPlace},
-      {1, 3000, 512, Variant::kNormF32},
-      {1, 2500, 2048, Variant::kPlain},
-      {1, 1900, 2048, Variant::kNormSwiglu}};
+      {1, 50, 6144, Variant::kResidualInPlace}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
