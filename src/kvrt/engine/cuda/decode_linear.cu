@@ -108,9 +108,9 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.stages = block_bytes <= 110 * 1024 ? 5 : 4;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
-    // One token's rows of <= 3 chunks per thread (TinyLlama's 5632) over <= 256 tiles
-    // (one wave at two blocks per SM): the whole matrix in flight before the PDL wait.
-    if (tokens == 1 && in <= 6144 && w_rows <= 2048) t.kernel = DecodeLinearKernel::kDirect;
+    // One token's rows of <= 4 chunks per thread (5632, 8192) over <= 256 tiles (one
+    // wave at two blocks per SM): the whole matrix in flight before the PDL wait.
+    if (tokens == 1 && in <= 8192 && w_rows <= 2048) t.kernel = DecodeLinearKernel::kDirect;
   } else if (bytes >= 100 * kMiB) {  // LM head
     t.stage_keys = 2048;
     t.stages = 4;

@@ -9,8 +9,8 @@
 //   end:    the warps' partial sums meet in shared memory (two buffers alternate, so one
 //           barrier per round suffices) and the epilogue runs there
 //
-// One token with 8 warps per tile and in <= 6144 (o_proj, TinyLlama's down) takes its own
-// path, direct_one_token_kernel: a block per tile, dot products on CUDA cores.
+// One token with 8 warps per tile and in <= 8192 (o_proj, down) takes its own path,
+// direct_one_token_kernel: a block per tile, dot products on CUDA cores.
 #include <algorithm>
 
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
@@ -24,7 +24,17 @@ using namespace decode_linear;
 
 constexpr int kThreads = kWarps * 32;
 constexpr int kUnroll = 8;             // W loads in flight per lane
-constexpr int kMaxOneTokenChunks = 3;  // per thread, one token's path (in <= 6144)
+constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 8192)
+
+// The one-token path's chunks per thread held in registers; the rest (at four chunks,
+// two) are copied into shared memory (cp.async), also before the PDL wait.
+constexpr int one_token_register_chunks(int chunks) {
+  return chunks == 4 ? 2 : chunks;
+}
+constexpr size_t one_token_smem_bytes(int chunks) {
+  return static_cast<size_t>(chunks - one_token_register_chunks(chunks)) * kTileCols * kThreads *
+         sizeof(uint4);
+}
 
 template <int kEpilogue, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
@@ -126,25 +136,28 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   }
 }
 
-// One token, rows of at most 3 x kThreads chunks (in <= 6144: o_proj, TinyLlama's down):
-// a block takes one tile, and thread t loads chunks t, t + kThreads, ... of each of its 8
-// W rows — each load instruction of the block reads one row's 4 KB — before the PDL wait,
-// in 32 registers per chunk: with one chunk (in <= 2048) two launches' blocks fit on an
-// SM at two blocks each; with three a launch's 2 blocks per SM hold the whole matrix in
-// flight. keep_loads_before_wait is what keeps the loads there (ptxas otherwise hoists
-// the wait above them). After the wait thread t needs only its chunks of x: one trip, no
-// staging and no barrier for x (kernels_bench's ladder: staging x behind a barrier costs
-// ~0.2 us a launch). The 8 dot products run on CUDA cores, are summed over each warp by a
-// halving exchange (9 shuffles, not 8 x 5: every warp of the SM runs this burst at once
-// after the wait) and over the warps in shared memory.
-// Blocks per SM: 4 with one chunk, else 2 — but 1 with the norm at three chunks (no
-// shape the library picks it for), whose x, gamma and W would spill at 128 registers.
+// One token, rows of at most 4 x kThreads chunks (in <= 8192: o_proj and both models'
+// down): a block takes one tile, and thread t loads chunks t, t + kThreads, ... of each
+// of its 8 W rows — each load instruction of the block reads one row's 4 KB — before the
+// PDL wait, in 32 registers per chunk: with one chunk (in <= 2048) two launches' blocks
+// fit on an SM at two blocks each; with three a launch's 2 blocks per SM hold the whole
+// matrix in flight, and with four so they do, two chunks in registers and two copied
+// into shared memory (each thread reads back only what it copied: no barrier).
+// keep_loads_before_wait is what keeps the loads there (ptxas otherwise hoists the wait above
+// them). After the wait thread t needs only its chunks of x: one trip, no staging and no barrier
+// for x (kernels_bench's ladder: staging x behind a barrier costs ~0.2 us a launch). The 8 dot
+// products run on CUDA cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x
+// 5: every warp of the SM runs this burst at once after the wait) and over the warps in shared
+// memory. Blocks per SM: 4 with one chunk, else 2 — but 1 with the norm at three chunks (no shape
+// the library picks it for), whose x, gamma and W would spill at 128 registers.
 template <int kEpilogue, bool kNorm, int kChunks>
 __global__ void __launch_bounds__(kThreads, kChunks == 1            ? 4
                                             : kNorm && kChunks == 3 ? 1
                                                                     : 2)
     direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
+  constexpr int kRegisterChunks = one_token_register_chunks(kChunks);
+  extern __shared__ uint4 w_copied[];  // [kChunks - kRegisterChunks][kTileCols][kThreads]
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   __shared__ float norm_sums[kWarps];
   __shared__ float row_sums[kWarps][kTileCols];
@@ -162,17 +175,23 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1            ? 4
     in_row[k] = own[k] < p.chunks;
   }
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  uint4 w[kChunks * kTileCols];  // [chunk][row]
+  uint4 w[kRegisterChunks * kTileCols];  // [chunk][row]
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {
     const int row = matrix_row<kGlu>(p, tile, r);
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
       const bool valid = row >= 0 && in_row[k];
-      w[k * kTileCols + r] =
-          load_stream(p.w + (valid ? static_cast<size_t>(row) * p.in + own[k] * 8 : 0), valid);
+      const bf16* src = p.w + (valid ? static_cast<size_t>(row) * p.in + own[k] * 8 : 0);
+      if (k < kRegisterChunks) {
+        w[k * kTileCols + r] = load_stream(src, valid);
+      } else {  // zero-filled when !valid
+        cp_async_16(&w_copied[((k - kRegisterChunks) * kTileCols + r) * kThreads + threadIdx.x],
+                    src, valid);
+      }
     }
   }
+  if constexpr (kRegisterChunks < kChunks) cp_async_commit();
   // The norm weight rides before the wait only beside one chunk of W: with more, its
   // registers would spill; after the wait its loads join x's trip.
   constexpr bool kGammaEarly = kChunks == 1;
@@ -213,13 +232,17 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1            ? 4
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) x[k] = rms_normalize(x[k], gamma[k], inv_rms);
   }
+  if constexpr (kRegisterChunks < kChunks) cp_async_wait<0>();  // this thread's own copies
   float dot[kTileCols];
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {
     float lo = 0.0f, hi = 0.0f;
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
-      const uint4 wv = w[k * kTileCols + r];
+      const uint4 wv =
+          k < kRegisterChunks
+              ? w[k * kTileCols + r]
+              : w_copied[((k - kRegisterChunks) * kTileCols + r) * kThreads + threadIdx.x];
       const uint32_t wp[4] = {wv.x, wv.y, wv.z, wv.w};
       const uint32_t xp[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
 #pragma unroll
@@ -279,7 +302,8 @@ template <int kEpilogue>
 void (*pick_one_token(bool norm, int chunks_per_thread))(Params) {
   return chunks_per_thread == 1   ? pick_one_token<kEpilogue, 1>(norm)
          : chunks_per_thread == 2 ? pick_one_token<kEpilogue, 2>(norm)
-                                  : pick_one_token<kEpilogue, 3>(norm);
+         : chunks_per_thread == 3 ? pick_one_token<kEpilogue, 3>(norm)
+                                  : pick_one_token<kEpilogue, 4>(norm);
 }
 
 }  // namespace
@@ -292,11 +316,14 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
                              : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm, per_thread)
                              : epilogue == kResidual ? pick_one_token<kResidual>(norm, per_thread)
                                                      : pick_one_token<kStore>(norm, per_thread);
+    const size_t smem = one_token_smem_bytes(per_thread);
+    KVRT_RETURN_IF_ERROR(
+        allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
     Params args = p;
 #if KVRT_KERNEL_TRACE
     args.trace = trace_rows_for_next_launch(p.tiles);
 #endif
-    return launch(kernel, dim3(p.tiles), dim3(kThreads), 0, stream, "decode_linear", args);
+    return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", args);
   }
   void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
                            : epilogue == kStoreF32 ? pick<kStoreF32>(norm)

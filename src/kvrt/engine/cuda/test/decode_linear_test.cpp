@@ -130,7 +130,7 @@ TEST_P(DecodeLinearTest, MatchesCpuReference) {
 // multiprocessor, grids balanced or filling every block slot, x in registers (whole-row
 // slots over in <= 2048; one token's over all lanes or in token 0's) or staged in
 // shared memory. Direct kernel: 1, 2, 4 and 8 warps per tile (8, one token and
-// in <= 6144: its one-token path, a block per tile, one to three chunks per thread,
+// in <= 8192: its one-token path, a block per tile, one to four chunks per thread,
 // every epilogue with and without norm).
 TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
@@ -203,7 +203,11 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       {1, 33, 2056, Variant::kPlain},
       {1, 100, 3000, Variant::kNormF32},
       {1, 77, 4104, Variant::kNormSwiglu},
-      {1, 50, 6144, Variant::kResidualInPlace}};
+      {1, 50, 6144, Variant::kResidualInPlace},
+      // Four chunks per thread: two in registers, two copied into shared memory.
+      {1, 300, 8192, Variant::kResidual},
+      {1, 61, 7000, Variant::kNormSwiglu},
+      {1, 40, 6152, Variant::kNormF32}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
