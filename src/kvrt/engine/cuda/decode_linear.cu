@@ -5,8 +5,8 @@
 // Two kernels: the ring kernel (decode_linear_ring.cu) moves W with the copy engine into
 // shared memory and is the library's choice wherever a launch's W outgrows its registers
 // or several tokens share it; the direct kernel (decode_linear_direct.cu) loads W straight
-// into registers, and its one-token path runs one token's o_proj and TinyLlama-sized down
-// (the sweep in docs/kernels-sweep.md compares geometries). This file checks arguments,
+// into registers, and its one-token path runs one token's o_proj and down (the sweep in
+// docs/kernels-sweep.md compares geometries). This file checks arguments,
 // picks the geometry and dispatches.
 #include <algorithm>
 #include <mutex>
@@ -76,9 +76,10 @@ DecodeLinearTuning g_tuning_override;
 // are balanced (decode_linear_grid) where a block streams several tiles, except for one
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
-// fit beside their staged x; one token's down of <= 6144 keys over <= 2048 rows runs on
-// the one-token path, its whole matrix in flight before the PDL wait (TinyLlama: 6.29-6.33
-// against 6.78-6.81 us). gate/up at 8 tokens streams faster as one block per SM.
+// fit beside their staged x; one token's down of <= 8192 keys over <= 2048 rows runs on
+// the one-token path, its whole matrix in flight before the PDL wait (TinyLlama 6.29-6.33
+// against 6.78-6.81 us, Llama-3.2-1B 8.43-8.48 against 9.10-9.15). gate/up at 8 tokens
+// streams faster as one block per SM.
 DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double bytes = 2.0 * w_rows * in;
