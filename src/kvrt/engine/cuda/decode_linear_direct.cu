@@ -26,10 +26,14 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kUnroll = 8;             // W loads in flight per lane
 constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 8192)
 
-// The one-token path's chunks per thread held in registers; the rest (at four chunks,
-// two) are copied into shared memory (cp.async), also before the PDL wait.
+// The one-token path's chunks per thread held in registers; the rest are copied into
+// shared memory (cp.async), also before the PDL wait. Register loads must land before
+// the wait (keep_loads_before_wait), copies need not, so with W all copied x's trip
+// after the wait overlaps W still landing. One chunk (o_proj) stays in registers, where
+// two launches' blocks fit beside each other; two and three are copied (64-96 KB a
+// block, two blocks per SM); of four, two are copied (128 KB a block would not fit two).
 constexpr int one_token_register_chunks(int chunks) {
-  return chunks == 4 ? 2 : chunks;
+  return chunks == 1 ? 1 : chunks == 4 ? 2 : 0;
 }
 constexpr size_t one_token_smem_bytes(int chunks) {
   return static_cast<size_t>(chunks - one_token_register_chunks(chunks)) * kTileCols * kThreads *
@@ -137,23 +141,20 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 }
 
 // One token, rows of at most 4 x kThreads chunks (in <= 8192: o_proj and both models'
-// down): a block takes one tile, and thread t loads chunks t, t + kThreads, ... of each
-// of its 8 W rows — each load instruction of the block reads one row's 4 KB — before the
-// PDL wait, in 32 registers per chunk: with one chunk (in <= 2048) two launches' blocks
-// fit on an SM at two blocks each; with three a launch's 2 blocks per SM hold the whole
-// matrix in flight, and with four so they do, two chunks in registers and two copied
-// into shared memory (each thread reads back only what it copied: no barrier).
-// keep_loads_before_wait is what keeps the loads there (ptxas otherwise hoists the wait above
-// them). After the wait thread t needs only its chunks of x: one trip, no staging and no barrier
-// for x (kernels_bench's ladder: staging x behind a barrier costs ~0.2 us a launch). The 8 dot
-// products run on CUDA cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x
-// 5: every warp of the SM runs this burst at once after the wait) and over the warps in shared
-// memory. Blocks per SM: 4 with one chunk, else 2 — but 1 with the norm at three chunks (no shape
-// the library picks it for), whose x, gamma and W would spill at 128 registers.
+// down): a block takes one tile, and thread t fetches chunks t, t + kThreads, ... of each
+// of its 8 W rows — each load instruction of the block reads 4 KB of one row — before
+// the PDL wait: into registers (one_token_register_chunks) or into its own slots of
+// shared memory, which it alone reads back (no barrier). With one chunk (in <= 2048) two
+// launches' blocks fit on an SM at two blocks each; with more a launch's 2 blocks per SM
+// hold the whole matrix in flight. keep_loads_before_wait is what keeps the register
+// loads there (ptxas otherwise hoists the wait above them). After the wait thread t
+// needs only its chunks of x: one trip, no staging and no barrier for x (kernels_bench's
+// ladder: staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on
+// CUDA cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x 5:
+// every warp of the SM runs this burst at once after the wait) and over the warps in
+// shared memory.
 template <int kEpilogue, bool kNorm, int kChunks>
-__global__ void __launch_bounds__(kThreads, kChunks == 1            ? 4
-                                            : kNorm && kChunks == 3 ? 1
-                                                                    : 2)
+__global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr int kRegisterChunks = one_token_register_chunks(kChunks);
@@ -175,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1            ? 4
     in_row[k] = own[k] < p.chunks;
   }
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  uint4 w[kRegisterChunks * kTileCols];  // [chunk][row]
+  uint4 w[kRegisterChunks > 0 ? kRegisterChunks * kTileCols : 1];  // [chunk][row]
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {
     const int row = matrix_row<kGlu>(p, tile, r);
@@ -204,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1            ? 4
   };
   if constexpr (kGammaEarly) load_gamma();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
-  keep_loads_before_wait(w, &load_fences[threadIdx.x]);
+  if constexpr (kRegisterChunks > 0) keep_loads_before_wait(w, &load_fences[threadIdx.x]);
   if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);  // this thread's W has landed
   pdl_wait();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
