@@ -77,7 +77,7 @@ DecodeLinearTuning g_tuning_override;
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
 // fit beside their staged x; one token's down of <= 8192 keys over <= 2048 rows runs on
-// the one-token path, its whole matrix in flight before the PDL wait (TinyLlama 6.29-6.33
+// the one-token path, its whole matrix in flight before the PDL wait (TinyLlama 5.80-5.82
 // against 6.78-6.81 us, Llama-3.2-1B 8.43-8.48 against 9.10-9.15). gate/up at 8 tokens
 // streams faster as one block per SM.
 DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
