@@ -6,8 +6,8 @@
 // shared memory and is the library's choice wherever a launch's W outgrows its registers
 // or several tokens share it; the direct kernel (decode_linear_direct.cu) loads W straight
 // into registers, and its one-token path runs one token's o_proj and down (the sweep in
-// docs/kernels-sweep.md compares geometries). This file checks arguments,
-// picks the geometry and dispatches.
+// docs/kernels-sweep.md compares geometries). This file checks arguments, picks the
+// geometry and dispatches.
 #include <algorithm>
 #include <mutex>
 

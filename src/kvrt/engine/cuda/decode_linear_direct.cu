@@ -193,8 +193,8 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     }
   }
   if constexpr (kRegisterChunks < kChunks) cp_async_commit();
-  // The norm weight rides before the wait only beside one chunk of W: with more, its
-  // registers would spill; after the wait its loads join x's trip.
+  // The norm weight rides before the wait beside one chunk of W; beside more (whose
+  // register loads spilled with it) it is loaded after the wait, in x's trip.
   constexpr bool kGammaEarly = kChunks == 1;
   uint4 gamma[kChunks];
   auto load_gamma = [&] {
@@ -206,7 +206,8 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   if constexpr (kGammaEarly) load_gamma();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   if constexpr (kRegisterChunks > 0) keep_loads_before_wait(w, &load_fences[threadIdx.x]);
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);  // this thread's W has landed
+  // This thread's register chunks have landed (its copies may still be in flight).
+  if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);
   pdl_wait();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 

@@ -199,7 +199,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       {1, 1003, 2048, Variant::kNormF32},
       {1, 9000, 1536, Variant::kPlain},
       // One token, in past 2048 (the one-token direct path's two and three chunks per
-      // thread, the last chunk partial).
+      // thread, copied into shared memory, the last chunk partial).
       {1, 33, 2056, Variant::kPlain},
       {1, 100, 3000, Variant::kNormF32},
       {1, 77, 4104, Variant::kNormSwiglu},
