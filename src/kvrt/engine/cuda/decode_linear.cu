@@ -3,11 +3,12 @@
 // SwiGLU, residual and f32-output fusions (decode_linear_common.cuh).
 //
 // Two kernels: the ring kernel (decode_linear_ring.cu) moves W with the copy engine into
-// shared memory and is the library's choice wherever a launch's W outgrows its registers
-// or several tokens share it; the direct kernel (decode_linear_direct.cu) loads W straight
-// into registers, and its one-token path runs one token's o_proj and down (the sweep in
-// docs/kernels-sweep.md compares geometries). This file checks arguments, picks the
-// geometry and dispatches.
+// shared memory and is the library's choice wherever a launch's W is more than its blocks
+// can hold at once or several tokens share it; the direct kernel (decode_linear_direct.cu)
+// has each thread fetch its own part of W into registers (or, on its one-token path, into
+// its own shared-memory slots), and that one-token path runs one token's o_proj and down
+// (the sweep in docs/kernels-sweep.md compares geometries). This file checks arguments,
+// picks the geometry and dispatches.
 #include <algorithm>
 #include <mutex>
 
