@@ -13,7 +13,6 @@
 // direct_one_token_kernel: a block per tile, dot products on CUDA cores.
 #include <algorithm>
 
-#include "kvrt/engine/cuda/bulk_copy.cuh"
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
 #include "kvrt/engine/cuda/trace.cuh"
@@ -27,22 +26,16 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kUnroll = 8;             // W loads in flight per lane
 constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 8192)
 
-// Where the one-token path puts its W before the PDL wait. One chunk per thread (o_proj,
-// q/k/v) comes as bulk copies: one per W row of the tile into shared memory, issued by the
-// copy engine, so the SM's load path stays free for x's trip after the wait. Of more
-// chunks, some are held in registers and the rest copied into shared memory per thread
-// (cp.async). Register loads must land before the wait (keep_loads_before_wait), copies
-// need not, so with W copied x's trip after the wait overlaps W still landing. Two and
-// three chunks are copied (64-96 KB a block, two blocks per SM); of four, two are copied
-// (128 KB a block would not fit two).
-constexpr bool one_token_bulk(int chunks) {
-  return chunks == 1;
-}
+// The one-token path's chunks per thread held in registers; the rest are copied into
+// shared memory (cp.async), also before the PDL wait. Register loads must land before
+// the wait (keep_loads_before_wait), copies need not, so with W all copied x's trip
+// after the wait overlaps W still landing. One chunk (o_proj) stays in registers, where
+// two launches' blocks fit beside each other; two and three are copied (64-96 KB a
+// block, two blocks per SM); of four, two are copied (128 KB a block would not fit two).
 constexpr int one_token_register_chunks(int chunks) {
-  return one_token_bulk(chunks) ? 0 : chunks == 4 ? 2 : 0;
+  return chunks == 1 ? 1 : chunks == 4 ? 2 : 0;
 }
-size_t one_token_smem_bytes(int chunks, int in) {
-  if (one_token_bulk(chunks)) return static_cast<size_t>(kTileCols) * in * sizeof(bf16);
+constexpr size_t one_token_smem_bytes(int chunks) {
   return static_cast<size_t>(chunks - one_token_register_chunks(chunks)) * kTileCols * kThreads *
          sizeof(uint4);
 }
@@ -164,12 +157,8 @@ template <int kEpilogue, bool kNorm, int kChunks>
 __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
-  constexpr bool kBulk = one_token_bulk(kChunks);
   constexpr int kRegisterChunks = one_token_register_chunks(kChunks);
-  // kBulk: the tile's rows, [kTileCols][p.chunks]; else this thread's copied chunks,
-  // [kChunks - kRegisterChunks][kTileCols][kThreads].
-  extern __shared__ uint4 w_copied[];
-  __shared__ uint64_t w_landed;  // kBulk: the tile's rows have all landed
+  extern __shared__ uint4 w_copied[];  // [kChunks - kRegisterChunks][kTileCols][kThreads]
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   __shared__ float norm_sums[kWarps];
   __shared__ float row_sums[kWarps][kTileCols];
@@ -188,25 +177,8 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   }
   const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 w[kRegisterChunks > 0 ? kRegisterChunks * kTileCols : 1];  // [chunk][row]
-  if constexpr (kBulk) {
-    const uint32_t row_bytes = static_cast<uint32_t>(p.in) * sizeof(bf16);
-    if (threadIdx.x == 0) {
-      barrier_init(&w_landed, 1);
-      barrier_init_fence();
-    }
-    __syncthreads();  // the barrier is initialized before any copy or wait uses it
-    if (warp == 0) {
-      if (lane == 0) barrier_arrive_expect_tx(&w_landed, kTileCols * row_bytes);
-      __syncwarp();
-      if (lane < kTileCols) {  // rows past the matrix copy row 0: their sums are not stored
-        const int row = std::max(matrix_row<kGlu>(p, tile, lane), 0);
-        bulk_copy(w_copied + lane * p.chunks, p.w + static_cast<size_t>(row) * p.in, row_bytes,
-                  &w_landed);
-      }
-    }
-  }
 #pragma unroll
-  for (int r = 0; r < kTileCols && !kBulk; ++r) {
+  for (int r = 0; r < kTileCols; ++r) {
     const int row = matrix_row<kGlu>(p, tile, r);
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
@@ -220,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
       }
     }
   }
-  if constexpr (!kBulk && kRegisterChunks < kChunks) cp_async_commit();
+  if constexpr (kRegisterChunks < kChunks) cp_async_commit();
   // The norm weight rides before the wait beside one chunk of W; beside more (whose
   // register loads spilled with it) it is loaded after the wait, in x's trip.
   constexpr bool kGammaEarly = kChunks == 1;
@@ -262,25 +234,17 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) x[k] = rms_normalize(x[k], gamma[k], inv_rms);
   }
-  if constexpr (kBulk) {
-    barrier_wait(&w_landed, 0);
-  } else if constexpr (kRegisterChunks < kChunks) {
-    cp_async_wait<0>();  // this thread's own copies
-  }
+  if constexpr (kRegisterChunks < kChunks) cp_async_wait<0>();  // this thread's own copies
   float dot[kTileCols];
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {
     float lo = 0.0f, hi = 0.0f;
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
-      uint4 wv;
-      if constexpr (kBulk) {  // past the row: the next row's bytes, or none, times x's zeros
-        wv = in_row[k] ? w_copied[r * p.chunks + own[k]] : zero;
-      } else {
-        wv = k < kRegisterChunks
-                 ? w[k * kTileCols + r]
-                 : w_copied[((k - kRegisterChunks) * kTileCols + r) * kThreads + threadIdx.x];
-      }
+      const uint4 wv =
+          k < kRegisterChunks
+              ? w[k * kTileCols + r]
+              : w_copied[((k - kRegisterChunks) * kTileCols + r) * kThreads + threadIdx.x];
       const uint32_t wp[4] = {wv.x, wv.y, wv.z, wv.w};
       const uint32_t xp[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
 #pragma unroll
@@ -354,7 +318,7 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
                              : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm, per_thread)
                              : epilogue == kResidual ? pick_one_token<kResidual>(norm, per_thread)
                                                      : pick_one_token<kStore>(norm, per_thread);
-    const size_t smem = one_token_smem_bytes(per_thread, p.in);
+    const size_t smem = one_token_smem_bytes(per_thread);
     KVRT_RETURN_IF_ERROR(
         allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
     Params args = p;

@@ -198,7 +198,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       {1, 77, 1024, Variant::kNormSwiglu},
       {1, 1003, 2048, Variant::kNormF32},
       {1, 9000, 1536, Variant::kPlain},
-      // One token, rows of one 16-byte chunk (the one-token path's shortest bulk copies).
+      // One token, rows of one 16-byte chunk (a single chunk per row).
       {1, 13, 8, Variant::kResidual},
       // One token, in past 2048 (the one-token direct path's two and three chunks per
       // thread, copied into shared memory, the last chunk partial).
