@@ -28,12 +28,13 @@ constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 81
 
 // The one-token path's chunks per thread held in registers; the rest are copied into
 // shared memory (cp.async), also before the PDL wait. Register loads must land before
-// the wait (keep_loads_before_wait), copies need not, so with W all copied x's trip
-// after the wait overlaps W still landing. One chunk (o_proj) stays in registers, where
-// two launches' blocks fit beside each other; two and three are copied (64-96 KB a
-// block, two blocks per SM); of four, two are copied (128 KB a block would not fit two).
+// the wait (keep_loads_before_wait), copies need not, so with W copied x's trip after
+// the wait overlaps W still landing. One, two and three chunks are copied (32-96 KB a
+// block); of four, two are copied (128 KB a block would not fit two per SM). One chunk
+// (o_proj) in registers ran its own chain up to 7% faster, but both decode steps ~3%
+// slower (docs/kernels.md).
 constexpr int one_token_register_chunks(int chunks) {
-  return chunks == 1 ? 1 : chunks == 4 ? 2 : 0;
+  return chunks == 4 ? 2 : 0;
 }
 constexpr size_t one_token_smem_bytes(int chunks) {
   return static_cast<size_t>(chunks - one_token_register_chunks(chunks)) * kTileCols * kThreads *
@@ -144,11 +145,11 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 // down): a block takes one tile, and thread t fetches chunks t, t + kThreads, ... of each
 // of its 8 W rows — each load instruction of the block reads 4 KB of one row — before
 // the PDL wait: into registers (one_token_register_chunks) or into its own slots of
-// shared memory, which it alone reads back (no barrier). With one chunk (in <= 2048) two
-// launches' blocks fit on an SM at two blocks each; with more a launch's 2 blocks per SM
-// hold the whole matrix in flight. keep_loads_before_wait is what keeps the register
-// loads there (ptxas otherwise hoists the wait above them). After the wait thread t
-// needs only its chunks of x: one trip, no staging and no barrier for x (kernels_bench's
+// shared memory, which it alone reads back (no barrier). With one chunk (in <= 2048, 32 KB
+// a block) up to six blocks fit on an SM, so two launches' blocks sit side by side; with
+// more a launch's 2 blocks per SM hold the whole matrix in flight. keep_loads_before_wait is what
+// keeps the register loads there (ptxas otherwise hoists the wait above them). After the wait
+// thread t needs only its chunks of x: one trip, no staging and no barrier for x (kernels_bench's
 // ladder: staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on
 // CUDA cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x 5:
 // every warp of the SM runs this burst at once after the wait) and over the warps in
