@@ -72,8 +72,9 @@ DecodeLinearTuning g_tuning_override;
 // that holds the block's whole share, so the next launch's blocks are resident beside
 // them and stream their W while these finish; o_proj's 2-deep ring (its blocks' whole
 // tile) likewise leaves room for a block of the gate/up launch that follows it, and one
-// token's o_proj runs on the direct kernel's one-token path (W in registers, each thread
-// a chunk of 8 rows: 2.85-3.00 against the ring's 3.14-3.20 us). Grids
+// token's o_proj runs on the direct kernel's one-token path (each thread a chunk of 8
+// rows, copied into its own shared-memory slots: with W in registers 2.85-3.00 us against
+// the ring's 3.14-3.20, copied 2.90-3.14 but the decode steps 3-4% faster). Grids
 // are balanced (decode_linear_grid) where a block streams several tiles, except for one
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
