@@ -38,11 +38,10 @@ struct Layer {
 
 // How a step runs its attention.
 struct Variant {
-  bool fused_rope = true;         // rope and the cache write inside decode_attention
-  bool prefetch_history = true;   // DecodeAttention::prefetch_history
-  bool attention = true;          // false: no rope, no attention (their share)
-  int splits = 0;                 // 0: decode_attention_splits()
-  bool prefetch_next_qkv = true;  // down asks L2 for the next layer's q/k/v weights
+  bool fused_rope = true;        // rope and the cache write inside decode_attention
+  bool prefetch_history = true;  // DecodeAttention::prefetch_history
+  bool attention = true;         // false: no rope, no attention (their share)
+  int splits = 0;                // 0: decode_attention_splits()
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
   DecodeLinearTuning o_proj, gate_up, down;
@@ -133,8 +132,7 @@ struct Step {
     KVRT_RETURN_IF_ERROR(embedding_gather(embed.bf(), m.vocab, m.hidden,
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const Layer* layer = layers[l].get();
+    for (const auto& layer : layers) {
       KVRT_RETURN_IF_ERROR(
           linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
@@ -145,10 +143,7 @@ struct Step {
       KVRT_RETURN_IF_ERROR(
           linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
       set_decode_linear_tuning(v.down);
-      const Buffer* next_qkv =
-          v.prefetch_next_qkv && l + 1 < layers.size() ? &layers[l + 1]->qkv : nullptr;
-      KVRT_RETURN_IF_ERROR(
-          linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s, next_qkv));
+      KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
       set_decode_linear_tuning(DecodeLinearTuning{});
     }
     DecodeLinear head;
@@ -162,8 +157,7 @@ struct Step {
   }
 
   Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
-                bool residual, const Buffer& y, cudaStream_t s,
-                const Buffer* prefetch_next = nullptr) {
+                bool residual, const Buffer& y, cudaStream_t s) {
     DecodeLinear op;
     op.weight = w.bf();
     op.input = x.bf();
@@ -173,10 +167,6 @@ struct Step {
     op.swiglu = swiglu;
     op.residual = residual ? y.bf() : nullptr;
     op.output = y.bf();
-    if (prefetch_next != nullptr) {
-      op.prefetch_next = prefetch_next->ptr;
-      op.prefetch_next_bytes = prefetch_next->bytes;
-    }
     return decode_linear(op, s);
   }
 
@@ -257,13 +247,11 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   };
   const auto ours =
       timer.ours([&](int, cudaStream_t s) { return step.ours(Variant{}, s); }, kSteps);
-  Variant separate_rope, late_history, no_prefetch;
+  Variant separate_rope, late_history;
   separate_rope.fused_rope = false;
   late_history.prefetch_history = false;
-  no_prefetch.prefetch_next_qkv = false;
   const LaunchTime separate_rope_us = time(separate_rope);
   const LaunchTime late_history_us = time(late_history);
-  const LaunchTime no_prefetch_us = time(no_prefetch);
   set_programmatic_launch(false);
   const double peer =
       timer.per_launch_us([&](int, cudaStream_t s) { return step.peer(lt, s); }, kSteps);
@@ -277,7 +265,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   row("decode step (embedding to logits)", ours);
   row("decode step, rope as its own kernel", {separate_rope_us, ours.plain});
   row("decode step, attention history read after the PDL wait", {late_history_us, ours.plain});
-  row("decode step, down not asking L2 for the next q/k/v", {no_prefetch_us, ours.plain});
   if (!sweep.enabled) return;
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);

@@ -71,12 +71,6 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
       : "memory");
 }
 
-// Asks L2 for [src, src + bytes) without waiting (a hint: nothing lands in shared
-// memory). src 16-byte aligned, bytes a multiple of 16.
-__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
-
 // A named barrier for `threads` threads (a multiple of 32), so a subset of the block's
 // warps can synchronize without the others (id 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier(int id, int threads) {

@@ -55,12 +55,6 @@ Status validate(const DecodeLinear& op) {
   if (overlaps(out, out_bytes, op.input, in_bytes)) {
     return invalid_argument("decode_linear: output must not overlap input");
   }
-  if (op.prefetch_next_bytes > 0 &&
-      (op.prefetch_next == nullptr || !is_aligned(op.prefetch_next, 16))) {
-    return invalid_argument(
-        "decode_linear: prefetch_next must be a 16-byte aligned pointer when prefetch_next_bytes "
-        "is set");
-  }
   if (in_bytes > kMaxStagedBytes) {
     return not_supported("decode_linear: tokens * in * 2 = ", in_bytes,
                          " bytes exceeds the shared-memory staging limit of ", kMaxStagedBytes);
@@ -184,11 +178,8 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
 
   if (tuning.kernel == DecodeLinearKernel::kDirect) {
     p.split_k = tuning.split_k >= 8 ? 8 : tuning.split_k >= 4 ? 4 : tuning.split_k >= 2 ? 2 : 1;
-    L2Prefetch prefetch;
-    prefetch.bytes = static_cast<const char*>(op.prefetch_next);
-    prefetch.size = op.prefetch_next_bytes / 16 * 16;
     return launch_decode_linear_direct(p, epilogue, norm, tuning.blocks_per_sm,
-                                       tuning.balanced_grid > 0, prefetch, stream);
+                                       tuning.balanced_grid > 0, stream);
   }
   // Near-equal slots of a multiple of 16 keys (row stride an odd number of 16-byte units
   // with the 16-byte pad, so the 8 rows a warp reads sit in different bank groups), or

@@ -56,15 +56,6 @@ struct Params {
 #endif
 };
 
-// DecodeLinear::prefetch_next for the one-token direct path: block b asks L2 for
-// [bytes + b * per_block, + per_block), clipped to `bytes` (multiples of 16). A kernel
-// argument of its own, so the other kernels' Params stay as they are.
-struct L2Prefetch {
-  const char* bytes = nullptr;
-  uint64_t size = 0;
-  uint32_t per_block = 0;
-};
-
 // Sum of the squares of a chunk's 8 bf16 values.
 __device__ __forceinline__ float sum_of_squares(uint4 chunk) {
   const uint32_t pairs[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
@@ -343,7 +334,6 @@ size_t decode_linear_ring_smem(const decode_linear::Params& p);
 Status launch_decode_linear_ring(const decode_linear::Params& p, int epilogue, bool norm,
                                  const DecodeLinearTuning& tuning, cudaStream_t stream);
 Status launch_decode_linear_direct(const decode_linear::Params& p, int epilogue, bool norm,
-                                   int blocks_per_sm, bool balanced,
-                                   const decode_linear::L2Prefetch& prefetch, cudaStream_t stream);
+                                   int blocks_per_sm, bool balanced, cudaStream_t stream);
 
 }  // namespace kvrt::engine::cuda::detail

@@ -13,7 +13,6 @@
 // direct_one_token_kernel: a block per tile, dot products on CUDA cores.
 #include <algorithm>
 
-#include "kvrt/engine/cuda/bulk_copy.cuh"
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
 #include "kvrt/engine/cuda/trace.cuh"
@@ -157,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 // shared memory.
 template <int kEpilogue, bool kNorm, int kChunks>
 __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
-    direct_one_token_kernel(const Params p, const L2Prefetch next) {
+    direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
   constexpr int kRegisterChunks = one_token_register_chunks(kChunks);
   extern __shared__ uint4 w_copied[];  // [kChunks - kRegisterChunks][kTileCols][kThreads]
@@ -237,16 +236,6 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     for (int k = 0; k < kChunks; ++k) x[k] = rms_normalize(x[k], gamma[k], inv_rms);
   }
   if constexpr (kRegisterChunks < kChunks) cp_async_wait<0>();  // this thread's own copies
-  // W has landed (this thread's share of it): ask L2 for the block's share of what a later
-  // kernel reads, while this launch finishes and the next one's blocks enter.
-  if (threadIdx.x == 0) {
-    const uint64_t begin = static_cast<uint64_t>(blockIdx.x) * next.per_block;
-    if (begin < next.size) {
-      prefetch_l2(next.bytes + begin,
-                  static_cast<uint32_t>(next.size - begin < next.per_block ? next.size - begin
-                                                                           : next.per_block));
-    }
-  }
   float dot[kTileCols];
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {
@@ -307,13 +296,13 @@ void (*pick(bool norm))(Params) {
 }
 
 template <int kEpilogue, int kChunks>
-void (*pick_one_token(bool norm))(Params, L2Prefetch) {
+void (*pick_one_token(bool norm))(Params) {
   return norm ? direct_one_token_kernel<kEpilogue, true, kChunks>
               : direct_one_token_kernel<kEpilogue, false, kChunks>;
 }
 
 template <int kEpilogue>
-void (*pick_one_token(bool norm, int chunks_per_thread))(Params, L2Prefetch) {
+void (*pick_one_token(bool norm, int chunks_per_thread))(Params) {
   return chunks_per_thread == 1   ? pick_one_token<kEpilogue, 1>(norm)
          : chunks_per_thread == 2 ? pick_one_token<kEpilogue, 2>(norm)
          : chunks_per_thread == 3 ? pick_one_token<kEpilogue, 3>(norm)
@@ -323,14 +312,13 @@ void (*pick_one_token(bool norm, int chunks_per_thread))(Params, L2Prefetch) {
 }  // namespace
 
 Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int blocks_per_sm,
-                                   bool balanced, const L2Prefetch& prefetch, cudaStream_t stream) {
+                                   bool balanced, cudaStream_t stream) {
   if (p.tokens == 1 && p.split_k == kWarps && p.chunks <= kMaxOneTokenChunks * kThreads) {
     const int per_thread = ceil_div(p.chunks, kThreads);
-    void (*kernel)(Params, L2Prefetch) =
-        epilogue == kSwiglu     ? pick_one_token<kSwiglu>(norm, per_thread)
-        : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm, per_thread)
-        : epilogue == kResidual ? pick_one_token<kResidual>(norm, per_thread)
-                                : pick_one_token<kStore>(norm, per_thread);
+    void (*kernel)(Params) = epilogue == kSwiglu     ? pick_one_token<kSwiglu>(norm, per_thread)
+                             : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm, per_thread)
+                             : epilogue == kResidual ? pick_one_token<kResidual>(norm, per_thread)
+                                                     : pick_one_token<kStore>(norm, per_thread);
     const size_t smem = one_token_smem_bytes(per_thread);
     KVRT_RETURN_IF_ERROR(
         allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
@@ -338,10 +326,7 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
 #if KVRT_KERNEL_TRACE
     args.trace = trace_rows_for_next_launch(p.tiles);
 #endif
-    L2Prefetch next = prefetch;  // 16-byte shares over the blocks
-    next.per_block =
-        static_cast<uint32_t>((next.size / 16 + p.tiles - 1) / static_cast<uint64_t>(p.tiles) * 16);
-    return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", args, next);
+    return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", args);
   }
   void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
                            : epilogue == kStoreF32 ? pick<kStoreF32>(norm)

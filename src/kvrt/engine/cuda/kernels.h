@@ -81,13 +81,6 @@ struct DecodeLinear {
   const bf16* residual = nullptr;  // [tokens, rows], or null
   bf16* output = nullptr;          // [tokens, rows]
   float* output_f32 = nullptr;     // [tokens, rows]
-  // Optional hint: bytes (16-byte aligned) that a later kernel of the stream reads and no
-  // kernel writes, e.g. the next layer's q/k/v weights. The one-token direct path (one
-  // token's o_proj and down) asks L2 for them once its own W has landed, a share per
-  // block, so a launch whose blocks cannot enter beside this one's finds them in L2
-  // rather than starting its stream from idle. The other paths ignore it.
-  const void* prefetch_next = nullptr;
-  size_t prefetch_next_bytes = 0;
 };
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream);
 

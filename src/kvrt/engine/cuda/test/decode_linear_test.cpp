@@ -50,9 +50,7 @@ const char* variant_name(Variant v) {
   return "?";
 }
 
-// `prefetch_next`: DecodeLinear's L2 hint, which must leave the results unchanged.
-void check_linear(const LinearCase& c, const void* prefetch_next = nullptr,
-                  size_t prefetch_next_bytes = 0) {
+void check_linear(const LinearCase& c) {
   const bool norm = c.variant == Variant::kNorm || c.variant == Variant::kNormSwiglu ||
                     c.variant == Variant::kNormF32;
   const bool swiglu = c.variant == Variant::kSwiglu || c.variant == Variant::kNormSwiglu;
@@ -92,8 +90,6 @@ void check_linear(const LinearCase& c, const void* prefetch_next = nullptr,
       op.output = d_y.as_bf16();
     }
   }
-  op.prefetch_next = prefetch_next;
-  op.prefetch_next_bytes = prefetch_next_bytes;
   KVRT_ASSERT_OK(decode_linear(op, nullptr));
   testing::sync_device();
 
@@ -229,27 +225,6 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
   set_decode_linear_tuning(DecodeLinearTuning{});
 }
 
-// The L2 hint for a later kernel: over more bytes than the blocks' shares cover evenly,
-// fewer than one 16-byte share per block, and a size not a multiple of 16, on the
-// one-token path at one to four chunks per thread and on a path that ignores it.
-TEST(DecodeLinearPrefetchTest, HintLeavesResultsUnchanged) {
-  KVRT_REQUIRE_CUDA_DEVICE();
-  DeviceBuffer<uint16_t> next(static_cast<size_t>(5) << 20);
-  const size_t sizes[] = {next.size() * 2, 1000, 4099};
-  const LinearCase cases[] = {{1, 2048, 2048, Variant::kResidualInPlace},
-                              {1, 300, 5632, Variant::kResidual},
-                              {1, 77, 8192, Variant::kNormSwiglu},
-                              {1, 13, 8, Variant::kNormF32},
-                              {3, 100, 1024, Variant::kNorm}};
-  for (size_t bytes : sizes) {
-    for (const LinearCase& c : cases) {
-      SCOPED_TRACE(testing::param_name("prefetch_", bytes, "_t", c.tokens, "_rows", c.rows, "_in",
-                                       c.in, "_", variant_name(c.variant)));
-      check_linear(c, next.get(), bytes);
-    }
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DecodeLinearTest,
     ::testing::Values(
@@ -315,18 +290,6 @@ TEST(DecodeLinearArguments, UnalignedWeightIsRejected) {
   DecodeLinear op = valid_op();
   op.weight = reinterpret_cast<const bf16*>(g_host + 1);
   EXPECT_EQ(decode_linear(op, nullptr).code(), ErrorCode::kInvalidArgument);
-}
-
-TEST(DecodeLinearArguments, PrefetchHintWithoutAnAlignedPointerIsRejected) {
-  DecodeLinear op = valid_op();
-  op.prefetch_next_bytes = 64;
-  for (const void* ptr :
-       {static_cast<const void*>(nullptr), static_cast<const void*>(g_host + 1)}) {
-    op.prefetch_next = ptr;
-    const Status status = decode_linear(op, nullptr);
-    EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(status.message().find("prefetch_next"), std::string::npos) << status.to_string();
-  }
 }
 
 }  // namespace
