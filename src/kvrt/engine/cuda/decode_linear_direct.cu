@@ -31,7 +31,7 @@ constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 81
 // the wait (keep_loads_before_wait), copies need not, so with W copied x's trip after
 // the wait overlaps W still landing. One, two and three chunks are copied (32-96 KB a
 // block); of four, two are copied (128 KB a block would not fit two per SM). One chunk
-// (o_proj) in registers ran its own chain up to 7% faster, but both decode steps ~3%
+// (o_proj) in registers ran its own chain 2-9% faster, but both decode steps 3-4%
 // slower (docs/kernels.md).
 constexpr int one_token_register_chunks(int chunks) {
   return chunks == 4 ? 2 : 0;
