@@ -6,7 +6,7 @@
 // shared memory and is the library's choice wherever a launch's W is more than its blocks
 // can hold at once or several tokens share it; the direct kernel (decode_linear_direct.cu)
 // has each thread fetch its own part of W into registers (or, on its one-token path, into
-// its own shared-memory slots), and that one-token path runs one token's o_proj and down
+// its own shared-memory slots), and that one-token path runs one token's q/k/v, o_proj and down
 // (the sweep in docs/kernels-sweep.md compares geometries). This file checks arguments,
 // picks the geometry and dispatches.
 #include <algorithm>
@@ -71,16 +71,19 @@ DecodeLinearTuning g_tuning_override;
 // tile (x then in registers). q/k/v-sized matrices run one block per SM with a ring
 // that holds the block's whole share, so the next launch's blocks are resident beside
 // them and stream their W while these finish; o_proj's 2-deep ring (its blocks' whole
-// tile) likewise leaves room for a block of the gate/up launch that follows it, and one
-// token's o_proj runs on the direct kernel's one-token path (each thread a chunk of 8
-// rows, copied into its own shared-memory slots: with W in registers 2.85-3.00 us against
-// the ring's 3.14-3.20, copied 2.90-3.14 but the decode steps 3-4% faster). Grids
+// tile) likewise leaves room for a block of the gate/up launch that follows it. One
+// token's o_proj and q/k/v run on the direct kernel's one-token path (each thread a chunk
+// of 8 rows; o_proj's copied into shared memory, q/k/v's in registers). Alone q/k/v is
+// slower there than on the ring (3.1 and 3.9 us against 2.9 and 3.5) and o_proj slower
+// than with its W in registers (2.90-3.14 against 2.85), but in the decode step, where
+// what fits beside the launches around them decides, each of the two choices made both
+// steps 3-4% faster (docs/kernels.md). Grids
 // are balanced (decode_linear_grid) where a block streams several tiles, except for one
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still
 // fit beside their staged x; one token's down of <= 8192 keys over <= 2048 rows runs on
-// the one-token path, its whole matrix in flight before the PDL wait (TinyLlama 5.80-5.82
-// against 6.78-6.81 us, Llama-3.2-1B 8.43-8.48 against 9.10-9.15). gate/up at 8 tokens
+// the one-token path, its whole matrix in flight before the PDL wait (TinyLlama 5.72-5.82
+// against 6.78-6.81 us, Llama-3.2-1B 7.88-7.91 against 9.10-9.15). gate/up at 8 tokens
 // streams faster as one block per SM.
 DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
   constexpr double kMiB = 1024.0 * 1024.0;
@@ -98,11 +101,13 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.balanced_grid = 0;
     if (tokens == 1) t.kernel = DecodeLinearKernel::kDirect;
   } else if (bytes <= 16 * kMiB) {  // q/k/v: the next launch's blocks fit beside these
+    // (one token: the direct kernel, for the decode step's sake; see above)
     t.stage_keys = 2048;
     t.stages = 3;
     t.blocks_per_sm = 1;
     t.contiguous = 1;
     t.balanced_grid = 0;
+    if (tokens == 1 && in <= 2048) t.kernel = DecodeLinearKernel::kDirect;
   } else if (in >= 4096) {  // down
     t.stage_keys = 1024;
     // Five slots where two blocks per SM still fit (<= 110 KiB each with the staged x,

@@ -9,7 +9,7 @@
 //   end:    the warps' partial sums meet in shared memory (two buffers alternate, so one
 //           barrier per round suffices) and the epilogue runs there
 //
-// One token with 8 warps per tile and in <= 8192 (o_proj, down) takes its own path,
+// One token with 8 warps per tile and in <= 8192 (q/k/v, o_proj, down) takes its own path,
 // direct_one_token_kernel: a block per tile, dot products on CUDA cores.
 #include <algorithm>
 
@@ -29,16 +29,19 @@ constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 81
 // The one-token path's chunks per thread held in registers; the rest are copied into
 // shared memory (cp.async), also before the PDL wait. Register loads must land before
 // the wait (keep_loads_before_wait), copies need not, so with W copied x's trip after
-// the wait overlaps W still landing. One, two and three chunks are copied (32-96 KB a
-// block); of four, two are copied (128 KB a block would not fit two per SM). One chunk
-// (o_proj) in registers ran its own chain 2-9% faster, but both decode steps 3-4%
-// slower (docs/kernels.md).
-constexpr int one_token_register_chunks(int chunks) {
-  return chunks == 4 ? 2 : 0;
+// the wait overlaps W still landing. What decides is the decode step, where a launch's
+// blocks enter beside its predecessor's only if they fit (docs/kernels.md): o_proj's one
+// chunk is copied (32 KB a block, 40 registers; in registers its own chain ran 2-9%
+// faster but both steps 3-4% slower); q/k/v's one chunk, behind the norm, stays in
+// registers (2.3 KB a block; copied, or on the ring, the steps ran 3% slower); two and
+// three chunks are copied (64-96 KB a block); of four, three are copied (128 KB a block
+// would not fit two per SM; with two copied Llama-3.2-1B's down took 5% longer alone).
+constexpr int one_token_register_chunks(int chunks, bool norm) {
+  return chunks == 1 ? (norm ? 1 : 0) : chunks == 4 ? 1 : 0;
 }
-constexpr size_t one_token_smem_bytes(int chunks) {
-  return static_cast<size_t>(chunks - one_token_register_chunks(chunks)) * kTileCols * kThreads *
-         sizeof(uint4);
+constexpr size_t one_token_smem_bytes(int chunks, bool norm) {
+  return static_cast<size_t>(chunks - one_token_register_chunks(chunks, norm)) * kTileCols *
+         kThreads * sizeof(uint4);
 }
 
 template <int kEpilogue, bool kNorm>
@@ -141,13 +144,14 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   }
 }
 
-// One token, rows of at most 4 x kThreads chunks (in <= 8192: o_proj and both models'
-// down): a block takes one tile, and thread t fetches chunks t, t + kThreads, ... of each
-// of its 8 W rows — each load instruction of the block reads 4 KB of one row — before
-// the PDL wait: into registers (one_token_register_chunks) or into its own slots of
-// shared memory, which it alone reads back (no barrier). With one chunk (in <= 2048, 32 KB
-// a block) up to six blocks fit on an SM, so two launches' blocks sit side by side; with
-// more a launch's 2 blocks per SM hold the whole matrix in flight. keep_loads_before_wait is what
+// One token, rows of at most 4 x kThreads chunks (in <= 8192: q/k/v, o_proj and both
+// models' down): a block takes one tile, and thread t fetches chunks t, t + kThreads, ...
+// of each of its 8 W rows — each load instruction of the block reads 4 KB of one row —
+// before the PDL wait: into registers (one_token_register_chunks) or into its own slots
+// of shared memory, which it alone reads back (no barrier). With one chunk (in <= 2048)
+// several blocks fit on an SM (o_proj's copies: 32 KB and 40 registers a block, six;
+// q/k/v's in registers, 64 a thread: four), so two launches' blocks sit side by side; with more, a
+// launch's 2 blocks per SM hold the whole matrix in flight. keep_loads_before_wait is what
 // keeps the register loads there (ptxas otherwise hoists the wait above them). After the wait
 // thread t needs only its chunks of x: one trip, no staging and no barrier for x (kernels_bench's
 // ladder: staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on
@@ -158,7 +162,7 @@ template <int kEpilogue, bool kNorm, int kChunks>
 __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = kEpilogue == kSwiglu;
-  constexpr int kRegisterChunks = one_token_register_chunks(kChunks);
+  constexpr int kRegisterChunks = one_token_register_chunks(kChunks, kNorm);
   extern __shared__ uint4 w_copied[];  // [kChunks - kRegisterChunks][kTileCols][kThreads]
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   __shared__ float norm_sums[kWarps];
@@ -319,7 +323,7 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
                              : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm, per_thread)
                              : epilogue == kResidual ? pick_one_token<kResidual>(norm, per_thread)
                                                      : pick_one_token<kStore>(norm, per_thread);
-    const size_t smem = one_token_smem_bytes(per_thread);
+    const size_t smem = one_token_smem_bytes(per_thread, norm);
     KVRT_RETURN_IF_ERROR(
         allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
     Params args = p;

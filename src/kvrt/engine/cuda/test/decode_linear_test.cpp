@@ -206,7 +206,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       {1, 100, 3000, Variant::kNormF32},
       {1, 77, 4104, Variant::kNormSwiglu},
       {1, 50, 6144, Variant::kResidualInPlace},
-      // Four chunks per thread: two in registers, two copied into shared memory.
+      // Four chunks per thread: one in registers, three copied into shared memory.
       {1, 300, 8192, Variant::kResidual},
       {1, 61, 7000, Variant::kNormSwiglu},
       {1, 40, 6152, Variant::kNormF32}};
