@@ -33,9 +33,10 @@ constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 81
 // blocks enter beside its predecessor's only if they fit (docs/kernels.md): o_proj's one
 // chunk is copied (32 KB a block, 40 registers; in registers its own chain ran 2-9%
 // faster but both steps 3-4% slower); q/k/v's one chunk, behind the norm, stays in
-// registers (2.3 KB a block; copied, or on the ring, the steps ran 3% slower); two and
-// three chunks are copied (64-96 KB a block); of four, three are copied (128 KB a block
-// would not fit two per SM; with two copied Llama-3.2-1B's down took 5% longer alone).
+// registers (2.3 KB a block; on the ring the steps ran 1-3% slower, copied it gained
+// less); two and three chunks are copied (64-96 KB a block); of four, three are copied
+// (128 KB a block would not fit two per SM; with two copied Llama-3.2-1B's down took 5%
+// longer alone).
 constexpr int one_token_register_chunks(int chunks, bool norm) {
   return chunks == 1 ? (norm ? 1 : 0) : chunks == 4 ? 1 : 0;
 }
@@ -150,14 +151,14 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 // before the PDL wait: into registers (one_token_register_chunks) or into its own slots
 // of shared memory, which it alone reads back (no barrier). With one chunk (in <= 2048)
 // several blocks fit on an SM (o_proj's copies: 32 KB and 40 registers a block, six;
-// q/k/v's in registers, 64 a thread: four), so two launches' blocks sit side by side; with more, a
-// launch's 2 blocks per SM hold the whole matrix in flight. keep_loads_before_wait is what
-// keeps the register loads there (ptxas otherwise hoists the wait above them). After the wait
-// thread t needs only its chunks of x: one trip, no staging and no barrier for x (kernels_bench's
-// ladder: staging x behind a barrier costs ~0.2 us a launch). The 8 dot products run on
-// CUDA cores, are summed over each warp by a halving exchange (9 shuffles, not 8 x 5:
-// every warp of the SM runs this burst at once after the wait) and over the warps in
-// shared memory.
+// q/k/v's in registers, 64 a thread: four), so two launches' blocks sit side by side;
+// with more, a launch's 2 blocks per SM hold the whole matrix in flight.
+// keep_loads_before_wait is what keeps the register loads there (ptxas otherwise hoists
+// the wait above them). After the wait thread t needs only its chunks of x: one trip, no
+// staging and no barrier for x (kernels_bench's ladder: staging x behind a barrier costs
+// ~0.2 us a launch). The 8 dot products run on CUDA cores, are summed over each warp by a
+// halving exchange (9 shuffles, not 8 x 5: every warp of the SM runs this burst at once
+// after the wait) and over the warps in shared memory.
 template <int kEpilogue, bool kNorm, int kChunks>
 __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     direct_one_token_kernel(const Params p) {
