@@ -292,6 +292,11 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
 
   KVRT_TRACE_BEGIN();
+  // The inverse frequencies are constant, so they load in the position's trip to memory;
+  // loaded where the angles need them they took a second trip before the PDL wait.
+  static_assert(kDim / 2 <= kThreads);
+  const bool angle_lane = p.rope_inv_freq != nullptr && threadIdx.x < kDim / 2;
+  const float inv_freq = angle_lane ? __ldg(p.rope_inv_freq + threadIdx.x) : 0.0f;
   if (!p.prefetch_history) pdl_wait();
   const int pos = *p.position;
   int start, end;
@@ -314,10 +319,9 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   }
   // The angles need only the position: their sincosf runs before the wait too.
   const bool rotate = p.rope_inv_freq != nullptr && pos >= 0 && pos < p.max_seq;
-  if (rotate) {
-    for (int j = threadIdx.x; j < kDim / 2; j += kThreads) {
-      rope_angle(pos, p.rope_inv_freq[j], p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
-    }
+  if (rotate && angle_lane) {
+    const int j = threadIdx.x;
+    rope_angle(pos, inv_freq, p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   if (p.early_dependents) pdl_launch_dependents();

@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   __shared__ float norm_sums[kWarps];
   __shared__ float row_sums[kWarps][kTileCols];
-  __shared__ uint32_t load_fences[kThreads];
+  __shared__ uint32_t load_fences[kRegisterChunks > 0 ? kThreads : 1];  // only with registers
   KVRT_TRACE_BEGIN();
   pdl_launch_dependents();
 
