@@ -170,8 +170,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   __shared__ float row_sums[kWarps][kTileCols];
   __shared__ uint32_t load_fences[kRegisterChunks > 0 ? kThreads : 1];  // only with registers
   KVRT_TRACE_BEGIN();
-  constexpr bool kLateDependents = kChunks == 1 && !kNorm;
-  if constexpr (!kLateDependents) pdl_launch_dependents();
+  pdl_launch_dependents();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int tile = blockIdx.x;
@@ -281,7 +280,6 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   h += __shfl_xor_sync(0xffffffffu, h, 2);
   h += __shfl_xor_sync(0xffffffffu, h, 1);
   if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);  // after the products that wait for x
-  if constexpr (kLateDependents) pdl_launch_dependents();
   if ((lane & 3) == 0) row_sums[warp][(up16 ? 4 : 0) + (up8 ? 2 : 0) + (up4 ? 1 : 0)] = h;
   __syncthreads();
   if (writer) {
