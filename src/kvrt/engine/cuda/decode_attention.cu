@@ -324,6 +324,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
     rope_angle(pos, inv_freq, p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
+  if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
@@ -342,7 +343,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
     }
     load_query_and_new_row<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, k_src, v_src);
     __syncthreads();
-    if (p.early_dependents) pdl_launch_dependents();
     if (rotate) {
       rotate_and_write_row<kDim>(qs, k_new, v_new, rope_cs, heads, has_new && first == 0, has_new,
                                  k_head + static_cast<size_t>(pos) * kDim,
@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
   if (threadIdx.x == 0) KVRT_TRACE(kTracePartialsWritten);
-  if (!p.early_dependents || start >= end) pdl_launch_dependents();
+  if (!p.early_dependents) pdl_launch_dependents();
   if (p.splits == 1) {
     if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
     KVRT_TRACE_END(p.trace);
