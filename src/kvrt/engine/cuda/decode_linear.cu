@@ -78,7 +78,7 @@ DecodeLinearTuning g_tuning_override;
 // than with its W in registers (2.90-3.14 against 2.85), but in the decode step, where
 // what fits beside the launches around them decides, o_proj's choice made both steps
 // 3-4% faster and q/k/v's (with down's fourth chunk copied) 3.4% and 2.8%
-// (docs/kernels.md). Grids
+// (docs/kernels-notes.md). Grids
 // are balanced (decode_linear_grid) where a block streams several tiles, except for one
 // token's gate/up, whose x arrives over all lanes; where a block's whole share fits its
 // ring at once, more blocks won. down takes a fifth slot where two blocks per SM still

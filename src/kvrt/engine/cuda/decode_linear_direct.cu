@@ -30,7 +30,7 @@ constexpr int kMaxOneTokenChunks = 4;  // per thread, one token's path (in <= 81
 // shared memory (cp.async), also before the PDL wait. Register loads must land before
 // the wait (keep_loads_before_wait), copies need not, so with W copied x's trip after
 // the wait overlaps W still landing. What decides is the decode step, where a launch's
-// blocks enter beside its predecessor's only if they fit (docs/kernels.md): o_proj's one
+// blocks enter beside its predecessor's only if they fit (docs/kernels-notes.md): o_proj's one
 // chunk is copied (32 KB a block, 40 registers; in registers its own chain ran 2-9%
 // faster but both steps 3-4% slower); q/k/v's one chunk, behind the norm, stays in
 // registers (2.3 KB a block; on the ring the steps ran 1-3% slower, copied it gained

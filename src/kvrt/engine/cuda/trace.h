@@ -1,6 +1,6 @@
 // Per-block timelines of decode_linear's ring kernel and of decode_attention: when each
 // block entered, got past the PDL wait, had its input, saw its first and last weight
-// slot (or cache tile) land, and ended — where a launch's time goes (docs/kernels.md,
+// slot (or cache tile) land, and ended — where a launch's time goes (docs/kernels-notes.md,
 // "Where a launch's time goes"). Only a build configured with -DKVRT_KERNEL_TRACE=ON
 // records anything; the kernels of every other build carry no trace code. For the
 // benchmark (kernels_bench --trace).
