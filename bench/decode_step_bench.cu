@@ -42,7 +42,6 @@ struct Variant {
   bool prefetch_history = true;  // DecodeAttention::prefetch_history
   bool attention = true;         // false: no rope, no attention (their share)
   int splits = 0;                // 0: decode_attention_splits()
-  size_t l2_prefetch_bytes = 0;  // of the layer's gate/up weights (DecodeAttention::l2_prefetch)
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
   DecodeLinearTuning o_proj, gate_up, down;
@@ -97,10 +96,6 @@ struct Step {
 
   Status rope_and_attention(const Layer& layer, const Variant& v, cudaStream_t s) {
     DecodeAttention op;
-    if (v.l2_prefetch_bytes > 0) {
-      op.l2_prefetch = layer.gate_up.ptr;
-      op.l2_prefetch_bytes = std::min(v.l2_prefetch_bytes, layer.gate_up.bytes);
-    }
     op.q = qkv.bf();
     op.k_cache = layer.k_cache.bf();
     op.v_cache = layer.v_cache.bf();
@@ -270,14 +265,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   row("decode step (embedding to logits)", ours);
   row("decode step, rope as its own kernel", {separate_rope_us, ours.plain});
   row("decode step, attention history read after the PDL wait", {late_history_us, ours.plain});
-  for (size_t mib : {8, 16, 32}) {
-    Variant v;
-    v.l2_prefetch_bytes = mib << 20;
-    char kernel[96];
-    std::snprintf(kernel, sizeof(kernel),
-                  "decode step, attention asks L2 for %zu MiB of gate/up's W", mib);
-    row(kernel, {time(v), ours.plain});
-  }
   if (!sweep.enabled) return;
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);

@@ -72,8 +72,6 @@ struct Params {
   const float* rope_inv_freq;  // null: q and the new row are rotated and written already
   float rope_scaling;
   int q_heads, kv_heads;
-  const char* l2_prefetch;  // asked of L2 in shares, once a block has read its slice
-  unsigned long long l2_prefetch_bytes;
   bool prefetch_history;  // read position and rows < position before the PDL wait
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
 #if KVRT_KERNEL_TRACE
@@ -191,25 +189,6 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
                : "l"(counter), "r"(static_cast<unsigned>(limit))
                : "memory");
   return old;
-}
-
-// This block's share of the L2 prefetch hint, in 16-byte-aligned pieces over one warp:
-// fire and forget, nothing waits for it.
-__device__ __forceinline__ void prefetch_share_to_l2(const Params& p) {
-  if (p.l2_prefetch_bytes == 0 || threadIdx.x >= 32) return;
-  const unsigned long long blocks = static_cast<unsigned long long>(gridDim.x) * gridDim.y;
-  const unsigned long long block =
-      static_cast<unsigned long long>(blockIdx.y) * gridDim.x + blockIdx.x;
-  const unsigned long long share = (p.l2_prefetch_bytes / blocks + 511) / 512 * 512;
-  const unsigned long long piece = share / 32;  // a multiple of 16
-  const unsigned long long begin = block * share + threadIdx.x * piece;
-  if (begin >= p.l2_prefetch_bytes) return;
-  const unsigned long long bytes = min(piece, (p.l2_prefetch_bytes - begin) / 16 * 16);
-  if (bytes == 0) return;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
-               :
-               : "l"(p.l2_prefetch + begin), "r"(static_cast<unsigned>(bytes))
-               : "memory");
 }
 
 // The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
@@ -491,7 +470,6 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
   if (threadIdx.x == 0) KVRT_TRACE(kTracePartialsWritten);
-  prefetch_share_to_l2(p);
   if (!p.early_dependents) pdl_launch_dependents();
   if (p.splits == 1) {
     if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
@@ -616,9 +594,8 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
                             decode_attention_workspace_bytes(op.q_heads, op.head_dim, op.splits));
   }
   if (!is_aligned(op.q, 16) || !is_aligned(op.k_cache, 16) || !is_aligned(op.v_cache, 16) ||
-      !is_aligned(op.workspace, 16) || !is_aligned(op.l2_prefetch, 16)) {
-    return invalid_argument(
-        "decode_attention: q, caches, workspace and l2_prefetch must be 16-byte aligned");
+      !is_aligned(op.workspace, 16)) {
+    return invalid_argument("decode_attention: q, caches and workspace must be 16-byte aligned");
   }
   Params p{};
   p.q = op.q;
@@ -636,8 +613,6 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.splits = op.splits;
   p.scale_log2 = attention_scale_log2(op.scale, op.head_dim);
   p.prefetch_history = op.prefetch_history;
-  p.l2_prefetch = static_cast<const char*>(op.l2_prefetch);
-  p.l2_prefetch_bytes = op.l2_prefetch != nullptr ? op.l2_prefetch_bytes : 0;
   p.rope_inv_freq = op.rope_inv_freq;
   p.rope_scaling = op.rope_attention_scaling;
   p.q_heads = op.q_heads;

@@ -210,12 +210,6 @@ struct DecodeAttention {
   // and the row written already.
   const float* rope_inv_freq = nullptr;  // [head_dim/2], rope_inv_freq()
   float rope_attention_scaling = 1.0f;
-  // A hint: bytes that kernels after this one will read (a decode step passes a prefix of
-  // the layer's gate/up weights). Once a block has read its slice of the cache it asks L2
-  // for its share of them, so they stream while the launch's merge and the next kernel's
-  // first steps wait on latency. No effect on any result; 16-byte aligned.
-  const void* l2_prefetch = nullptr;
-  size_t l2_prefetch_bytes = 0;
 };
 // A split count measured to suit the device: ~16, slices of at most ~1024 keys of
 // max_seq, at least half the multiprocessors busy; <= 512.

@@ -26,7 +26,6 @@ struct DecodeCase {
   int length;
   int splits;  // 0: decode_attention_splits()
   bool prefetch_history = true;
-  size_t l2_prefetch_bytes = 0;  // a hint over an unrelated buffer: must change nothing
 };
 
 // Runs decode steps at positions length - 1, then (when `calls` > 1) shorter ones, all
@@ -58,7 +57,6 @@ void check_decode(const DecodeCase& c, int calls = 1) {
   DeviceBuffer<float> d_workspace(workspace_bytes / sizeof(float));
   d_workspace.poison();  // stale partials must not leak into the result
   d_workspace.zero(decode_attention_counter_bytes(q_heads));
-  DeviceBuffer<uint8_t> d_prefetched(std::max<size_t>(c.l2_prefetch_bytes, 1));
 
   for (int call = 0; call < calls; ++call) {
     // Later calls look at a shorter prefix: rows past it are live data, not NaN.
@@ -79,10 +77,6 @@ void check_decode(const DecodeCase& c, int calls = 1) {
     op.workspace = d_workspace.get();
     op.workspace_bytes = workspace_bytes;
     op.prefetch_history = c.prefetch_history;
-    if (c.l2_prefetch_bytes > 0) {
-      op.l2_prefetch = d_prefetched.get();
-      op.l2_prefetch_bytes = c.l2_prefetch_bytes;
-    }
     KVRT_ASSERT_OK(decode_attention(op, nullptr));
     testing::sync_device();
 
@@ -130,10 +124,6 @@ std::vector<DecodeCase> decode_cases() {
   cases.push_back({64, 8, 4096, 0, false});
   cases.push_back({80, 4, 257, 0, false});
   cases.push_back({128, 1, 1, 0, false});
-  // An L2 prefetch hint whose size divides into no block's share evenly (and one smaller
-  // than a share): the same result.
-  cases.push_back({64, 8, 4096, 0, true, (3u << 20) + 48});
-  cases.push_back({128, 4, 257, 7, true, 4000});
   return cases;
 }
 
@@ -143,8 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest, ::testing::ValuesIn(decode
                            return testing::param_name(
                                "d", c.head_dim, "_g", c.group, "_len", c.length,
                                c.splits > 0 ? testing::param_name("_splits", c.splits) : "",
-                               c.prefetch_history ? "" : "_no_prefetch",
-                               c.l2_prefetch_bytes > 0 ? "_l2_hint" : "");
+                               c.prefetch_history ? "" : "_no_prefetch");
                          });
 
 // Rope fused into decode_attention must give the bits of rope_kv_write followed by
@@ -273,17 +262,6 @@ TEST(DecodeAttentionArguments, GroupThatDoesNotDivideIsRejected) {
   op.q_heads = 6;
   op.kv_heads = 4;
   EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
-}
-
-TEST(DecodeAttentionArguments, MisalignedL2PrefetchIsRejected) {
-  DecodeAttention op = host_op();
-  alignas(16) static char hint[64];
-  op.workspace_bytes = decode_attention_workspace_bytes(op.q_heads, op.head_dim, op.splits);
-  op.l2_prefetch = hint + 8;  // the only argument wrong
-  op.l2_prefetch_bytes = 32;
-  const Status status = decode_attention(op, nullptr);
-  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("l2_prefetch"), std::string::npos) << status.message();
 }
 
 TEST(DecodeAttentionArguments, TooManySplitsAreRejected) {
