@@ -56,31 +56,6 @@ struct Params {
 #endif
 };
 
-// Sum of the squares of a chunk's 8 bf16 values.
-__device__ __forceinline__ float sum_of_squares(uint4 chunk) {
-  const uint32_t pairs[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
-  float sum = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float lo = bf16_lo(pairs[j]), hi = bf16_hi(pairs[j]);
-    sum += lo * lo + hi * hi;
-  }
-  return sum;
-}
-
-// A chunk of x normalized with HF LlamaRMSNorm's rounding: bf16(bf16(x * inv_rms) * gamma).
-__device__ __forceinline__ uint4 rms_normalize(uint4 chunk, uint4 gamma, float inv_rms) {
-  const uint32_t in[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
-  const uint32_t g[4] = {gamma.x, gamma.y, gamma.z, gamma.w};
-  uint32_t out[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    out[j] = pack_bf16(round_bf16(bf16_lo(in[j]) * inv_rms) * bf16_lo(g[j]),
-                       round_bf16(bf16_hi(in[j]) * inv_rms) * bf16_hi(g[j]));
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
-
 // x straight into registers, for a kernel whose kWarps warps each multiply a fixed set of
 // at most kRegisterSteps chunks of x, every chunk of a row held by exactly one warp: lane
 // (g, t) holds chunks chunk(u) of token g (zero past the row or the tokens). With kNorm

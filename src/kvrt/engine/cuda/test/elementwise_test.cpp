@@ -40,23 +40,37 @@ TEST_P(RmsNormTest, MatchesHfRounding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormTest,
+                         // 16-byte path up to 8192 (four chunks a thread); 13 and 8200 take
+                         // the element path.
                          ::testing::Values(NormCase{1, 2048, false}, NormCase{3, 776, true},
                                            NormCase{300, 2048, false}, NormCase{2, 8, false},
-                                           NormCase{1, 13, true}),
+                                           NormCase{1, 13, true}, NormCase{4, 8192, true},
+                                           NormCase{2, 8200, false}),
                          [](const ::testing::TestParamInfo<NormCase>& info) {
                            return testing::param_name("t", info.param.tokens, "_h",
                                                       info.param.hidden,
                                                       info.param.in_place ? "_in_place" : "");
                          });
 
-TEST(SwigluTest, MatchesHfRounding) {
+struct SwigluCase {
+  int tokens;
+  int inter;       // a multiple of 8: the 16-byte path; otherwise the element path
+  bool unaligned;  // out one element past a 16-byte boundary: the element path
+};
+
+class SwigluTest : public ::testing::TestWithParam<SwigluCase> {};
+
+TEST_P(SwigluTest, MatchesHfRounding) {
   KVRT_REQUIRE_CUDA_DEVICE();
-  const int tokens = 5, inter = 776;
-  std::mt19937 rng(11);
+  const SwigluCase c = GetParam();
+  const int tokens = c.tokens, inter = c.inter;
+  std::mt19937 rng(static_cast<uint32_t>(11 + tokens * 7 + inter));
   const auto gate_up = random_bf16(static_cast<size_t>(tokens) * 2 * inter, -6.0f, 6.0f, rng);
-  DeviceBuffer<uint16_t> d_in(gate_up), d_out(static_cast<size_t>(tokens) * inter);
+  const size_t offset = c.unaligned ? 1 : 0;
+  DeviceBuffer<uint16_t> d_in(gate_up), d_out(static_cast<size_t>(tokens) * inter + offset);
   d_out.poison();
-  KVRT_ASSERT_OK(swiglu(d_in.as_bf16(), d_out.as_bf16(), tokens, inter, nullptr));
+  bf16* out = d_out.as_bf16() + offset;
+  KVRT_ASSERT_OK(swiglu(d_in.as_bf16(), out, tokens, inter, nullptr));
   testing::sync_device();
   const auto in = to_float(gate_up);
   std::vector<float> ref(static_cast<size_t>(tokens) * inter);
@@ -66,8 +80,19 @@ TEST(SwigluTest, MatchesHfRounding) {
       ref[static_cast<size_t>(t) * inter + i] = reference::swiglu(in[row + i], in[row + inter + i]);
     }
   }
-  EXPECT_TRUE(testing::all_close(to_float(d_out.download()), ref, {1e-6, 1.0 / 128, 4e-3}));
+  auto got = to_float(d_out.download());
+  got.erase(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(offset));
+  EXPECT_TRUE(testing::all_close(got, ref, {1e-6, 1.0 / 128, 4e-3}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SwigluTest,
+                         ::testing::Values(SwigluCase{5, 776, false}, SwigluCase{64, 5632, false},
+                                           SwigluCase{3, 13, false}, SwigluCase{4, 776, true}),
+                         [](const ::testing::TestParamInfo<SwigluCase>& info) {
+                           return testing::param_name("t", info.param.tokens, "_i",
+                                                      info.param.inter,
+                                                      info.param.unaligned ? "_unaligned" : "");
+                         });
 
 struct GatherCase {
   int vocab;
