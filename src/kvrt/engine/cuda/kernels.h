@@ -12,7 +12,8 @@
 // - Kernels are launched with programmatic dependent launch (PDL) by default on created
 //   streams: a kernel may start (and prefetch its weights into L2) while its predecessor
 //   on the stream drains; it reads nothing that predecessor writes before the dependency
-//   is resolved.
+//   is resolved. Weights (W, norm weights) are model constants and may be read before
+//   that point: no kernel earlier in the same PDL chain may write them.
 // - This header compiles with g++ (the engine's .cpp files): only CUDA runtime types.
 #pragma once
 
