@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kvrt::engine::cuda {
 
@@ -12,7 +13,13 @@ struct KernelsBenchOptions {
   bool sweep = false;    // also every decode_linear geometry and attention/step variant
   bool quick = false;    // only the decode attention and decode step rows
   bool trace = false;    // only the decode_linear timelines (a KVRT_KERNEL_TRACE build)
+  // Model shapes to time, by name (kernels_bench_model_names()), or "all"; empty: the
+  // two the kernel targets are stated for (TinyLlama-1.1B, Llama-3.2-1B).
+  std::vector<std::string> models;
 };
+
+// The model shapes --models accepts.
+std::vector<std::string> kernels_bench_model_names();
 
 // Runs the benchmark and prints its tables; 0 on success. Exits with a message when no
 // CUDA device is usable or a CUDA call fails.

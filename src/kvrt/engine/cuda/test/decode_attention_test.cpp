@@ -110,6 +110,10 @@ std::vector<DecodeCase> decode_cases() {
   }
   cases.push_back({64, 32, 257, 0});  // two head groups per kv head
   cases.push_back({96, 4, 1000, 0});
+  // Group sizes of larger models: Llama-3.2-3B (3), Qwen2.5-1.5B (6), Qwen2.5-0.5B (7).
+  cases.push_back({128, 3, 4096, 0});
+  cases.push_back({128, 6, 4096, 0});
+  cases.push_back({64, 7, 4096, 0});
   // Fixed split counts: one split (no merge), and more splits than tiles (empty ones).
   cases.push_back({128, 8, 4096, 1});
   cases.push_back({64, 4, 257, 7});

@@ -92,6 +92,10 @@ std::vector<PrefillCase> prefill_cases() {
     }
   }
   cases.push_back({96, 4, 129, 5});
+  // Group sizes of larger models: Llama-3.2-3B (3), Qwen2.5-1.5B (6), Qwen2.5-0.5B (7).
+  cases.push_back({128, 3, 67, 0});
+  cases.push_back({128, 6, 300, 37});
+  cases.push_back({64, 7, 129, 5});
   cases.push_back({64, 4, 100, 30, true});
   return cases;
 }
