@@ -24,6 +24,12 @@ using namespace detail::decode_linear;
 
 constexpr size_t kMaxStagedBytes = 144 * 1024;
 constexpr size_t kMaxBlockSmem = 227 * 1024;  // Hopper's per-block opt-in limit
+constexpr size_t kSmemPerSm = 228 * 1024;     // Hopper's shared memory per multiprocessor
+constexpr size_t kReservedSmemPerBlock = 1024;
+
+bool blocks_fit(int blocks_per_sm, size_t block_smem) {
+  return static_cast<size_t>(blocks_per_sm) * (block_smem + kReservedSmemPerBlock) <= kSmemPerSm;
+}
 
 Status validate(const DecodeLinear& op) {
   if (op.weight == nullptr) return invalid_argument("decode_linear: weight is null");
@@ -117,9 +123,6 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.stages = block_bytes <= 110 * 1024 ? 5 : 4;
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
-    // One token's rows of <= 4 chunks per thread (5632, 8192) over <= 256 tiles (one
-    // wave at two blocks per SM): the whole matrix in flight before the PDL wait.
-    if (tokens == 1 && in <= 8192 && w_rows <= 2048) t.kernel = DecodeLinearKernel::kDirect;
   } else if (bytes >= 100 * kMiB) {  // LM head
     t.stage_keys = 2048;
     t.stages = 4;
@@ -132,15 +135,28 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.contiguous = 1;
     t.balanced_grid = tokens == 1 ? 0 : 1;
   }
+  // One token's rows of <= 4 chunks per thread (in <= 8192) over <= 256 tiles (<= 2048
+  // rows: one wave at two blocks per SM) run on the one-token path, the whole matrix in
+  // flight before the PDL wait, whatever the class: the down matrices (5632, 8192) and,
+  // past the classes tuned at hidden 2048, Qwen2.5-0.5B's down (896 x 4864: 3.87 -> 2.84
+  // us, its decode step 6.8% faster). Not at 3072 rows: Llama-3.2-3B's o_proj and down
+  // were 20% and 7% faster alone there but its step 1.4% slower (docs/kernels-notes.md,
+  // *Other models*).
+  if (tokens == 1 && w_rows <= 2048 && in <= 8192 && t.kernel != DecodeLinearKernel::kDirect) {
+    t.kernel = DecodeLinearKernel::kDirect;
+    t.blocks_per_sm = 2;
+    t.balanced_grid = 0;
+  }
   return t;
 }
 
-}  // namespace
-
-DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
+// `fit_to_sm` (may be null) tells whether the ring's depth and blocks per SM are the
+// library's own, which decode_linear then fits to the multiprocessor.
+DecodeLinearTuning resolve_tuning(int tokens, int w_rows, int in, bool* fit_to_sm) {
   DecodeLinearTuning t = default_tuning(tokens, w_rows, in);
   std::lock_guard<std::mutex> lock(g_tuning_mutex);
   const DecodeLinearTuning& o = g_tuning_override;
+  if (fit_to_sm != nullptr) *fit_to_sm = o.stages <= 0 && o.blocks_per_sm <= 0;
   if (o.kernel != DecodeLinearKernel::kDefault) t.kernel = o.kernel;
   if (o.blocks_per_sm > 0) t.blocks_per_sm = o.blocks_per_sm;
   if (o.stage_keys > 0) t.stage_keys = o.stage_keys;
@@ -153,6 +169,12 @@ DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
   return t;
 }
 
+}  // namespace
+
+DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
+  return resolve_tuning(tokens, w_rows, in, nullptr);
+}
+
 void set_decode_linear_tuning(const DecodeLinearTuning& tuning) {
   std::lock_guard<std::mutex> lock(g_tuning_mutex);
   g_tuning_override = tuning;
@@ -160,8 +182,9 @@ void set_decode_linear_tuning(const DecodeLinearTuning& tuning) {
 
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   KVRT_RETURN_IF_ERROR(validate(op));
-  const DecodeLinearTuning tuning =
-      decode_linear_tuning(op.tokens, op.swiglu ? 2 * op.rows : op.rows, op.in);
+  bool fit_to_sm = false;
+  DecodeLinearTuning tuning =
+      resolve_tuning(op.tokens, op.swiglu ? 2 * op.rows : op.rows, op.in, &fit_to_sm);
   Params p{};
   p.w = op.weight;
   p.x = op.input;
@@ -207,6 +230,20 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   if (tuning.contiguous > 0 && p.parts == 1) {  // whole rows: one unpadded run per tile
     p.contiguous = 1;
     p.row_stride = op.in * 2;
+  }
+  // The library's blocks of an SM must fit side by side, or every SM's last block runs as
+  // a second wave: a shallower ring costs far less. Several tokens' staged x is what
+  // outgrows them (Llama-3.1-8B's gate/up at 6-8 tokens: 71.9-73.8 us on a 4-deep ring,
+  // 60.0-61.5 on a 2-deep one; Llama-3.2-3B's at 7 tokens: 35.0 against 30.2).
+  if (fit_to_sm) {
+    tuning.blocks_per_sm = std::max(1, tuning.blocks_per_sm);
+    while (p.stages > 2 && !blocks_fit(tuning.blocks_per_sm, decode_linear_ring_smem(p))) {
+      --p.stages;
+    }
+    while (tuning.blocks_per_sm > 1 &&
+           !blocks_fit(tuning.blocks_per_sm, decode_linear_ring_smem(p))) {
+      --tuning.blocks_per_sm;
+    }
   }
   return launch_decode_linear_ring(p, epilogue, norm, tuning, stream);
 }
