@@ -42,17 +42,23 @@ constexpr int kRows = 16;        // query heads per block
 constexpr int kChunkKeys = 16;   // slice granularity: one warp's keys of a tile
 constexpr int kMaxSplits = 512;  // bounds the workspace and the last block's walk
 
-// Per head_dim: warps per block (each takes 16 keys of a tile) and the tile ring's depth,
-// as deep as ~110 KiB of shared memory allows, so two blocks (of this launch and the
-// next) fit on a multiprocessor. Up to head_dim 80, 8 warps over 128-key tiles, 2 deep:
-// the 256 keys a block holds at 4096 tokens go in 2 passes rather than 4.
-template <int kDim>
+// Warps per block (each takes 16 keys of a tile) and the tile ring's depth. 8 warps over
+// 128-key tiles, 2 deep: the 256 keys a block holds at 4096 tokens land at once and are
+// scored in one pass; up to head_dim 96 two such blocks (of this launch and the next) fit
+// on a multiprocessor, at 128 one. 4 warps over 64-key tiles, 3 deep: two blocks at every
+// head_dim (run() picks).
+template <int kDim, int kWarpCount>
 struct Geometry {
-  static constexpr int kWarps = kDim <= 80 ? 8 : 4;
+  static constexpr int kWarps = kWarpCount;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kTileKeys = kWarps * 16;
-  static constexpr int kStages = kDim <= 80 ? 2 : 3;
-  static constexpr int kLanesPerHead = kThreads / kRows;  // lanes scoring the new row
+  static constexpr int kStages = kWarps == 8 ? 2 : 3;
+  // [16 query rows][new K row][new V row][kStages K tiles][kStages V tiles], padded rows.
+  static constexpr size_t kSmem =
+      static_cast<size_t>(kRows + 2 + 2 * kStages * kTileKeys) * (kDim + 8) * sizeof(bf16);
+  // Blocks per multiprocessor the registers are budgeted for: two where their shared
+  // memory (with ~2 KiB of static arrays and the 1 KiB reserved per block) fits twice.
+  static constexpr int kMinBlocks = 2 * (kSmem + 3 * 1024) <= 228 * 1024 ? 2 : 1;
 };
 
 struct Params {
@@ -81,13 +87,6 @@ struct Params {
 
 std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
 
-// [16 query rows][new K row][new V row][kStages K tiles][kStages V tiles], padded rows.
-template <int kDim>
-constexpr size_t smem_bytes() {
-  using G = Geometry<kDim>;
-  return static_cast<size_t>(kRows + 2 + 2 * G::kStages * G::kTileKeys) * (kDim + 8) * sizeof(bf16);
-}
-
 // The slice [*start, *end) of the live cache that `split` reduces.
 __device__ __forceinline__ void slice(const Params& p, int pos, int split, int* start, int* end) {
   const int len = pos < 0 ? 0 : min(pos + 1, p.max_seq);
@@ -103,10 +102,10 @@ __device__ __forceinline__ void slice(const Params& p, int pos, int split, int* 
 // prove apart from them: the blocks holding the new row took two more trips and were
 // the last of their head group to finish.) Plain loads: the rows may come from the
 // kernel just before, after the PDL wait.
-template <int kDim>
+template <int kDim, int kThreads>
 __device__ __forceinline__ void load_query_and_new_row(bf16* dst, const bf16* q, int heads,
                                                        const bf16* k_src, const bf16* v_src) {
-  constexpr int kStride = kDim + 8, kChunks = kDim / 8, kThreads = Geometry<kDim>::kThreads;
+  constexpr int kStride = kDim + 8, kChunks = kDim / 8;
   constexpr int kItems = (kRows + 2) * kChunks;
   constexpr int kPerThread = (kItems + kThreads - 1) / kThreads;
   uint4 value[kPerThread];
@@ -132,11 +131,11 @@ __device__ __forceinline__ void load_query_and_new_row(bf16* dst, const bf16* q,
 
 // score[r] = q[r] · k_new in log2 units, for the 16 query rows: kLanesPerHead adjacent
 // lanes share a row and meet through shuffles.
-template <int kDim>
+template <int kDim, int kThreads>
 __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, const bf16* k_new,
                                               float scale_log2) {
   constexpr int kStride = kDim + 8, kChunks = kDim / 8;
-  constexpr int kLanesPerHead = Geometry<kDim>::kLanesPerHead;
+  constexpr int kLanesPerHead = kThreads / kRows;
   const int r = threadIdx.x / kLanesPerHead, j = threadIdx.x % kLanesPerHead;
   float sum = 0.0f;
   for (int c = j; c < kChunks; c += kLanesPerHead) {
@@ -157,13 +156,13 @@ __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, cons
 // Fused rope: rotates the block's query rows (and the new k row) in shared memory with the
 // angles in `cs`, then, when `write_row`, stores the new K/V row into the cache (once per
 // kv head: the first head group's block that holds the position).
-template <int kDim>
+template <int kDim, int kThreads>
 __device__ __forceinline__ void rotate_and_write_row(bf16* qs, bf16* k_new, const bf16* v_new,
                                                      const float* cs, int heads, bool write_row,
                                                      bool has_new, bf16* k_row, bf16* v_row) {
   constexpr int kStride = kDim + 8, kHalf = kDim / 2, kChunks = kDim / 8;
   const int rows = heads + (has_new ? 1 : 0);
-  for (int i = threadIdx.x; i < rows * kHalf; i += Geometry<kDim>::kThreads) {
+  for (int i = threadIdx.x; i < rows * kHalf; i += kThreads) {
     const int r = i / kHalf, j = i - r * kHalf;
     bf16* row = r < heads ? qs + r * kStride : k_new;
     rope_rotate(__bfloat162float(row[j]), __bfloat162float(row[j + kHalf]), cs[j], cs[kHalf + j],
@@ -171,7 +170,7 @@ __device__ __forceinline__ void rotate_and_write_row(bf16* qs, bf16* k_new, cons
   }
   __syncthreads();
   if (write_row) {
-    for (int i = threadIdx.x; i < 2 * kChunks; i += Geometry<kDim>::kThreads) {
+    for (int i = threadIdx.x; i < 2 * kChunks; i += kThreads) {
       const int c = i % kChunks;
       const bf16* src = i < kChunks ? k_new : v_new;
       bf16* dst = i < kChunks ? k_row : v_row;
@@ -196,11 +195,11 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
 // loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
 // against loading the maxima first, then the outputs in two batches) — merging each
 // batch into a running softmax; an empty split (max -inf, sum 0) weighs nothing.
-template <int kDim, typename OnLoaded>
+template <int kDim, int kThreads, typename OnLoaded>
 __device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads,
                                              OnLoaded on_loaded) {
   constexpr int kBatch = 16, kColumns = kDim / 4;
-  for (int item = threadIdx.x; item < heads * kColumns; item += Geometry<kDim>::kThreads) {
+  for (int item = threadIdx.x; item < heads * kColumns; item += kThreads) {
     const int r = item / kColumns, d4 = item - r * kColumns;
     const size_t first_slot = static_cast<size_t>(head0 + r) * p.splits;
     const float2* ml = p.part_ml + first_slot;
@@ -250,17 +249,19 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
   }
 }
 
-// Two blocks per multiprocessor (this launch's and the next): caps the registers that the
-// merge's loads in flight would otherwise raise past what two blocks can hold.
-template <int kDim>
-__global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
+// Two blocks per multiprocessor (this launch's and the next) where their shared memory
+// allows: caps the registers that the merge's loads in flight would otherwise raise past
+// what two blocks can hold.
+template <int kDim, int kWarpCount>
+__global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
+                                  Geometry<kDim, kWarpCount>::kMinBlocks)
     decode_attention_kernel(const Params p) {
-  using G = Geometry<kDim>;
+  using G = Geometry<kDim, kWarpCount>;
   constexpr int kWarps = G::kWarps, kThreads = G::kThreads, kTileKeys = G::kTileKeys;
   constexpr int kStride = kDim + 8, kStages = G::kStages;
   constexpr int kTileElems = kTileKeys * kStride;
-  // The one-pass path's keys per warp; with 8 warps (head_dim <= 80) only, whose
-  // accumulators leave room for twice the scores.
+  // The one-pass path's keys per warp; with 8 warps only, whose accumulators leave room
+  // for twice the scores.
   constexpr bool kWide = kWarps == 8;
   constexpr int kWideKeys = kStages * kTileKeys / kWarps;
   // The warps' partials reuse the K tiles, their maxima and sums the query rows. Partial
@@ -341,14 +342,15 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
       v_src = rotate ? p.q + static_cast<size_t>(p.q_heads + p.kv_heads + kv_head) * kDim
                      : v_head + static_cast<size_t>(pos) * kDim;
     }
-    load_query_and_new_row<kDim>(qs, p.q + static_cast<size_t>(head0) * kDim, heads, k_src, v_src);
+    load_query_and_new_row<kDim, kThreads>(qs, p.q + static_cast<size_t>(head0) * kDim, heads,
+                                           k_src, v_src);
     __syncthreads();
     if (rotate) {
-      rotate_and_write_row<kDim>(qs, k_new, v_new, rope_cs, heads, has_new && first == 0, has_new,
-                                 k_head + static_cast<size_t>(pos) * kDim,
-                                 v_head + static_cast<size_t>(pos) * kDim);
+      rotate_and_write_row<kDim, kThreads>(qs, k_new, v_new, rope_cs, heads, has_new && first == 0,
+                                           has_new, k_head + static_cast<size_t>(pos) * kDim,
+                                           v_head + static_cast<size_t>(pos) * kDim);
     }
-    if (has_new) score_new_row<kDim>(new_score, qs, k_new, p.scale_log2);
+    if (has_new) score_new_row<kDim, kThreads>(new_score, qs, k_new, p.scale_log2);
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
     if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
@@ -496,36 +498,63 @@ __global__ void __launch_bounds__(Geometry<kDim>::kThreads, 2)
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeStart);
 
-  merge_splits<kDim>(p, head0, heads, [&] {
+  merge_splits<kDim, kThreads>(p, head0, heads, [&] {
     if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
   });
   if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
   KVRT_TRACE_END(p.trace);
 }
 
-template <int kDim>
-Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
-  constexpr size_t smem = smem_bytes<kDim>();
-  const dim3 grid(p.splits, op.kv_heads * p.head_groups);
-  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim>);
-  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_attention"));
+// Whether a grid of `blocks` runs in one wave of this geometry's blocks.
+template <int kDim, int kWarps>
+Result<bool> one_wave(int64_t blocks) {
+  using G = Geometry<kDim, kWarps>;
+  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim, kWarps>);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, G::kSmem, "decode_attention"));
+  KVRT_ASSIGN_OR_RETURN(int per_sm, resident_blocks(key, G::kThreads, G::kSmem));
+  KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
+  return blocks <= static_cast<int64_t>(per_sm) * sms;
+}
+
+template <int kDim, int kWarps>
+Status run_geometry(const dim3 grid, Params p, cudaStream_t stream) {
+  using G = Geometry<kDim, kWarps>;
   // The next kernel (o_proj, in a decode step) may launch at once when the grid runs in
   // one wave: its blocks then stream their weights beside these. With several waves its
   // parked blocks would take the slots of this grid's later waves.
   DependentLaunch next = g_next_launch.load();
+  const Result<bool> fits = one_wave<kDim, kWarps>(static_cast<int64_t>(grid.x) * grid.y);
+  KVRT_RETURN_IF_ERROR(fits.status());
   if (next == DependentLaunch::kDefault) {
-    KVRT_ASSIGN_OR_RETURN(int per_sm, resident_blocks(key, Geometry<kDim>::kThreads, smem));
-    KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
-    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
-    next = blocks <= static_cast<int64_t>(per_sm) * sms ? DependentLaunch::kEarly
-                                                        : DependentLaunch::kLate;
+    next = *fits ? DependentLaunch::kEarly : DependentLaunch::kLate;
   }
   p.early_dependents = next == DependentLaunch::kEarly;
 #if KVRT_KERNEL_TRACE
   p.trace = trace_rows_for_next_launch(static_cast<int>(grid.x * grid.y));
 #endif
-  return launch(decode_attention_kernel<kDim>, grid, dim3(Geometry<kDim>::kThreads), smem, stream,
+  return launch(decode_attention_kernel<kDim, kWarps>, grid, dim3(G::kThreads), G::kSmem, stream,
                 "decode_attention", p);
+}
+
+// Up to head_dim 80 always 8 warps; 96 4. At 128, 8 warps where the grid runs in one wave
+// with them (one block per SM), else 4: Llama-3.2-3B and Llama-3.1-8B at 4096
+// keys 9.1-9.2 -> 8.2-8.3 us, Qwen2.5-1.5B's two kv heads 10.7 -> 6.8 (its decode step
+// 10% faster); at 32768 keys the 8-warp grid of eight kv heads took two waves, 37 -> 41
+// us, so those keep 4 warps (docs/kernels-notes.md, *Other models*).
+template <int kDim>
+Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
+  const dim3 grid(p.splits, op.kv_heads * p.head_groups);
+  if constexpr (kDim <= 80) {
+    return run_geometry<kDim, 8>(grid, p, stream);
+  } else if constexpr (kDim == 96) {  // not measured with 8 warps
+    return run_geometry<kDim, 4>(grid, p, stream);
+  } else {
+    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
+    Result<bool> wide_fits = one_wave<kDim, 8>(blocks);
+    KVRT_RETURN_IF_ERROR(wide_fits.status());
+    return *wide_fits ? run_geometry<kDim, 8>(grid, p, stream)
+                      : run_geometry<kDim, 4>(grid, p, stream);
+  }
 }
 
 }  // namespace
