@@ -134,10 +134,6 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.blocks_per_sm = tokens >= 8 ? 1 : 2;
     t.contiguous = 1;
     t.balanced_grid = tokens == 1 ? 0 : 1;
-    // Slots narrower than the 2048 keys these depths were tuned at hold fewer bytes: a
-    // deeper ring keeps as many in flight.
-    const int slot_keys = ceil_div(ceil_div(in, ceil_div(in, 2048)), 64) * 64;
-    t.stages = std::min(kMaxStages, ceil_div(t.stages * 2048, slot_keys));
   }
   // One token's rows of <= 4 chunks per thread (in <= 8192) over <= 256 tiles (<= 2048
   // rows: one wave at two blocks per SM) run on the one-token path, the whole matrix in
