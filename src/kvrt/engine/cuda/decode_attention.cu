@@ -1,7 +1,8 @@
 // Decode attention (one query per head, GQA, long cache): split-K flash-decoding in one
 // kernel.
 //
-//   grid (splits, kv_heads x head groups); block = 8 warps (4 above head_dim 80)
+//   grid (splits, kv_heads x head groups); block = 8 warps (at head_dim 96, and at 128
+//          where one block per SM would not hold the grid in one wave, 4)
 //   block: the <= 16 query heads of one kv head (the MMA's M; rows past the group are
 //          zero) against one slice of that head's cache, read once for the whole group
 //   slice: [split * chunk, min((split + 1) * chunk, len)), chunk = len / splits rounded
