@@ -31,6 +31,12 @@ Result<engine::EngineTarget> resolve_target(DeviceType type) {
   if (type == DeviceType::kCuda) {
     KVRT_RETURN_IF_ERROR(engine::register_engine_target(engine::cuda::cuda_engine_target()));
   }
+#else
+  if (type == DeviceType::kCuda) {
+    return not_found(
+        "no CUDA engine in this build (the CUDA kernel library exists, the engine that runs "
+        "programs on it does not yet): run on the CPU device");
+  }
 #endif
   return engine::find_engine_target(type);
 }
