@@ -517,17 +517,16 @@ Result<bool> one_wave(int64_t blocks) {
   return blocks <= static_cast<int64_t>(per_sm) * sms;
 }
 
+// `single_wave`: the grid runs in one wave of this geometry's blocks (one_wave).
 template <int kDim, int kWarps>
-Status run_geometry(const dim3 grid, Params p, cudaStream_t stream) {
+Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t stream) {
   using G = Geometry<kDim, kWarps>;
   // The next kernel (o_proj, in a decode step) may launch at once when the grid runs in
   // one wave: its blocks then stream their weights beside these. With several waves its
   // parked blocks would take the slots of this grid's later waves.
   DependentLaunch next = g_next_launch.load();
-  const Result<bool> fits = one_wave<kDim, kWarps>(static_cast<int64_t>(grid.x) * grid.y);
-  KVRT_RETURN_IF_ERROR(fits.status());
   if (next == DependentLaunch::kDefault) {
-    next = *fits ? DependentLaunch::kEarly : DependentLaunch::kLate;
+    next = single_wave ? DependentLaunch::kEarly : DependentLaunch::kLate;
   }
   p.early_dependents = next == DependentLaunch::kEarly;
 #if KVRT_KERNEL_TRACE
@@ -545,17 +544,16 @@ Status run_geometry(const dim3 grid, Params p, cudaStream_t stream) {
 template <int kDim>
 Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
-  if constexpr (kDim <= 80) {
-    return run_geometry<kDim, 8>(grid, p, stream);
-  } else if constexpr (kDim == 96) {  // not measured with 8 warps
-    return run_geometry<kDim, 4>(grid, p, stream);
-  } else {
-    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
-    Result<bool> wide_fits = one_wave<kDim, 8>(blocks);
-    KVRT_RETURN_IF_ERROR(wide_fits.status());
-    return *wide_fits ? run_geometry<kDim, 8>(grid, p, stream)
-                      : run_geometry<kDim, 4>(grid, p, stream);
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
+  constexpr int kWarps = kDim == 96 ? 4 : 8;  // 96: not measured with 8 warps
+  KVRT_ASSIGN_OR_RETURN(bool single_wave, (one_wave<kDim, kWarps>(blocks)));
+  if constexpr (kDim == 128) {
+    if (!single_wave) {
+      KVRT_ASSIGN_OR_RETURN(bool narrow_single_wave, (one_wave<kDim, 4>(blocks)));
+      return run_geometry<kDim, 4>(grid, narrow_single_wave, p, stream);
+    }
   }
+  return run_geometry<kDim, kWarps>(grid, single_wave, p, stream);
 }
 
 }  // namespace

@@ -142,11 +142,7 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
   // us, its decode step 6.8% faster). Not at 3072 rows: Llama-3.2-3B's o_proj and down
   // were 20% and 7% faster alone there but its step 1.4% slower (docs/kernels-notes.md,
   // *Other models*).
-  if (tokens == 1 && w_rows <= 2048 && in <= 8192 && t.kernel != DecodeLinearKernel::kDirect) {
-    t.kernel = DecodeLinearKernel::kDirect;
-    t.blocks_per_sm = 2;
-    t.balanced_grid = 0;
-  }
+  if (tokens == 1 && w_rows <= 2048 && in <= 8192) t.kernel = DecodeLinearKernel::kDirect;
   return t;
 }
 
