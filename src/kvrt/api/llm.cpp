@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "kvrt/api/kvrt.h"
+#include "kvrt/delegate/engine_delegate.h"
 #include "kvrt/engine/common/engine_target.h"
 #include "kvrt/export/exporter.h"
 #include "kvrt/runtime/module_model.h"
@@ -139,8 +140,11 @@ Llm::~Llm() = default;
 
 Result<std::unique_ptr<Llm>> Llm::load(const std::string& path, const LoadOptions& options) {
   auto state = std::make_unique<State>();
-  KVRT_ASSIGN_OR_RETURN(state->program_path, export_if_checkpoint(path, options));
   KVRT_ASSIGN_OR_RETURN(Device device, resolve_device(options.device));
+  // A device this build or machine cannot run on is refused before the export, which
+  // can take minutes.
+  KVRT_RETURN_IF_ERROR(delegate::device_api_for(device).status());
+  KVRT_ASSIGN_OR_RETURN(state->program_path, export_if_checkpoint(path, options));
   state->device = device.to_string();
   runtime::ModuleOptions module_options;
   module_options.device = device;

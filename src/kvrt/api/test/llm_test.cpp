@@ -121,6 +121,19 @@ TEST_F(LlmTest, MissingModelIsNotFound) {
   EXPECT_EQ(llm.status().code(), ErrorCode::kNotFound);
 }
 
+TEST_F(LlmTest, DeviceItCannotRunOnIsRefusedBeforeTheExport) {
+  const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no fixture";
+  LoadOptions options = cpu_options();
+  options.device = "cuda";
+  auto llm = Llm::load(dir.string(), options);
+  if (llm.ok()) GTEST_SKIP() << "this build and machine run on cuda";
+  EXPECT_NE(llm.status().message().find("CUDA"), std::string::npos) << llm.status().to_string();
+  std::error_code error;
+  EXPECT_FALSE(fs::exists(cache_dir_, error) && !fs::is_empty(cache_dir_, error))
+      << "exported before refusing the device";
+}
+
 TEST_F(LlmTest, PromptBeyondTheContextIsRejected) {
   const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
   if (!fs::exists(dir)) GTEST_SKIP() << "no fixture";
