@@ -132,6 +132,7 @@ ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches, int 
 struct Model {
   const char* name;
   int hidden, inter, vocab, q_heads, kv_heads, head_dim, layers;
+  bool qkv_bias = false;  // Qwen2: q, k and v have a bias
 };
 
 class Report {

@@ -18,6 +18,7 @@ struct Layer {
       : attn_norm(static_cast<size_t>(m.hidden) * 2),
         mlp_norm(static_cast<size_t>(m.hidden) * 2),
         qkv(static_cast<size_t>(m.q_heads + 2 * m.kv_heads) * m.head_dim * m.hidden * 2),
+        qkv_bias(m.qkv_bias ? static_cast<size_t>(m.q_heads + 2 * m.kv_heads) * m.head_dim * 2 : 0),
         o(static_cast<size_t>(m.hidden) * m.q_heads * m.head_dim * 2),
         gate_up(static_cast<size_t>(2) * m.inter * m.hidden * 2),
         down(static_cast<size_t>(m.hidden) * m.inter * 2),
@@ -26,14 +27,18 @@ struct Layer {
     attn_norm.random(1.0f, seed);
     mlp_norm.random(1.0f, seed + 1);
     qkv.random(1.0f / 64, seed + 2);
+    if (m.qkv_bias) qkv_bias.random(1.0f, seed + 8);
     o.random(1.0f / 64, seed + 3);
     gate_up.random(1.0f / 64, seed + 4);
     down.random(1.0f / 64, seed + 5);
     k_cache.random(1.0f, seed + 6);
     v_cache.random(1.0f, seed + 7);
   }
-  size_t weight_bytes() const { return qkv.bytes + o.bytes + gate_up.bytes + down.bytes; }
-  Buffer attn_norm, mlp_norm, qkv, o, gate_up, down, k_cache, v_cache;
+  size_t weight_bytes() const {
+    return qkv.bytes + qkv_bias.bytes + o.bytes + gate_up.bytes + down.bytes;
+  }
+  const bf16* bias() const { return qkv_bias.bytes > 0 ? qkv_bias.bf() : nullptr; }
+  Buffer attn_norm, mlp_norm, qkv, qkv_bias, o, gate_up, down, k_cache, v_cache;
 };
 
 // How a step runs its attention.
@@ -133,8 +138,8 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      KVRT_RETURN_IF_ERROR(
-          linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false, false, qkv, s));
+      KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false,
+                                  false, qkv, s, layer->bias()));
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
       set_decode_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
@@ -157,7 +162,7 @@ struct Step {
   }
 
   Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
-                bool residual, const Buffer& y, cudaStream_t s) {
+                bool residual, const Buffer& y, cudaStream_t s, const bf16* bias = nullptr) {
     DecodeLinear op;
     op.weight = w.bf();
     op.input = x.bf();
@@ -165,6 +170,7 @@ struct Step {
     op.in = in;
     op.norm_weight = norm != nullptr ? norm->bf() : nullptr;
     op.swiglu = swiglu;
+    op.bias = bias;
     op.residual = residual ? y.bf() : nullptr;
     op.output = y.bf();
     return decode_linear(op, s);
@@ -179,8 +185,8 @@ struct Step {
     for (const auto& layer : layers) {
       KVRT_RETURN_IF_ERROR(
           rmsnorm(h.bf(), layer->attn_norm.bf(), normed.bf(), 1, m.hidden, kEps, s));
-      KVRT_RETURN_IF_ERROR(
-          lt.run(layer->qkv.bf(), normed.bf(), 1, qkv_rows, m.hidden, nullptr, qkv.bf(), s));
+      KVRT_RETURN_IF_ERROR(lt.run(layer->qkv.bf(), normed.bf(), 1, qkv_rows, m.hidden, nullptr,
+                                  qkv.bf(), s, layer->bias()));
       KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, Variant{}, s));
       KVRT_RETURN_IF_ERROR(
           lt.run(layer->o.bf(), attn.bf(), 1, m.hidden, m.q_heads * m.head_dim, h.bf(), h.bf(), s));

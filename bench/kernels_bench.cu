@@ -157,7 +157,7 @@ CopyBandwidth copy_bandwidth(Timer& timer) {
 // sweep's rows (shapes the table leaves out).
 void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& m,
                   const char* kernel, int tokens, int rows, int in, bool norm, bool swiglu,
-                  bool residual, bool f32_out, bool in_table = true) {
+                  bool residual, bool f32_out, bool bias = false, bool in_table = true) {
   const int mats = swiglu ? 2 : 1;
   const size_t w_bytes = static_cast<size_t>(mats) * rows * in * 2;
   const int copies = copies_for(w_bytes);
@@ -168,6 +168,8 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   x.random(1.0f, 7);
   gamma.random(1.0f, 8);
   res.random(1.0f, 9);
+  Buffer bias_values(static_cast<size_t>(mats) * rows * 2);
+  bias_values.random(1.0f, 17);
   const int launches = std::max(copies, 32);
   auto launch_with = [&](const bf16* weight, cudaStream_t s) {
     DecodeLinear op;
@@ -178,6 +180,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     op.in = in;
     op.norm_weight = norm ? gamma.bf() : nullptr;
     op.swiglu = swiglu;
+    op.bias = bias ? bias_values.bf() : nullptr;
     op.residual = residual ? res.bf() : nullptr;
     if (f32_out) {
       op.output_f32 = static_cast<float*>(y.ptr);
@@ -191,10 +194,11 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   };
   const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
   const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
-                       (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0);
+                       (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0) +
+                       (bias ? mats * rows * 2.0 : 0.0);
   char shape[128];
-  std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, mats * rows, in,
-                norm ? " +norm" : "");
+  std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s%s", tokens, mats * rows, in,
+                norm ? " +norm" : "", bias ? " +bias" : "");
   if (g_sweep.enabled) {
     const std::string row = std::string(m.name) + " " + kernel + " " + shape;
     std::vector<DecodeLinearTuning> choices;
@@ -278,7 +282,8 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   const double lt_us = timer.per_launch_us(
       [&](int i, cudaStream_t s) {
         return lt.run(weights[static_cast<size_t>(i % copies)]->bf(), x.bf(), tokens, mats * rows,
-                      in, residual ? res.bf() : nullptr, residual ? res.bf() : y.bf(), s);
+                      in, residual ? res.bf() : nullptr, residual ? res.bf() : y.bf(), s,
+                      bias ? bias_values.bf() : nullptr);
       },
       launches);
   set_programmatic_launch(true);
@@ -457,21 +462,26 @@ void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model&
   Buffer y(static_cast<size_t>(tokens) * 2 * m.inter * 2);
   x.random(1.0f, 10);
   w.random(1.0f / 64, 11);
+  Buffer bias(static_cast<size_t>(width) * 2);
+  bias.random(1.0f, 18);
   struct Gemm {
     const char* name;
     int rows, in;
+    bool bias;
   };
-  const Gemm gemms[] = {{"prefill linear qkv", width, m.hidden},
-                        {"prefill linear gate/up", 2 * m.inter, m.hidden},
-                        {"prefill linear down", m.hidden, m.inter}};
+  const Gemm gemms[] = {{"prefill linear qkv", width, m.hidden, m.qkv_bias},
+                        {"prefill linear gate/up", 2 * m.inter, m.hidden, false},
+                        {"prefill linear down", m.hidden, m.inter, false}};
   for (const Gemm& g : gemms) {
     const auto us = timer.ours(
         [&](int, cudaStream_t s) {
-          return lt.run(w.bf(), x.bf(), tokens, g.rows, g.in, nullptr, y.bf(), s);
+          return lt.run(w.bf(), x.bf(), tokens, g.rows, g.in, nullptr, y.bf(), s,
+                        g.bias ? bias.bf() : nullptr);
         },
         8);
     char shape[128];
-    std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d", tokens, g.rows, g.in);
+    std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, g.rows, g.in,
+                  g.bias ? " +bias" : "");
     report.compute(m.name, g.name, shape, 2.0 * tokens * g.rows * g.in, us, "cuBLASLt itself");
   }
 
@@ -535,17 +545,17 @@ void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model&
 }
 
 // The shapes the targets are stated for come first; the others (Hugging Face configs of
-// larger Llamas and of Qwen2.5, whose q/k/v biases are left out) show how the library's
+// larger Llamas and of Qwen2.5, with its q/k/v biases) show how the library's
 // per-shape-class choices carry to models they were not tuned on.
 const std::vector<Model>& known_models() {
   static const std::vector<Model> models = {
-      // name, hidden, intermediate, vocab, q heads, kv heads, head_dim, layers
+      // name, hidden, intermediate, vocab, q heads, kv heads, head_dim, layers, q/k/v bias
       {"TinyLlama-1.1B", 2048, 5632, 32000, 32, 4, 64, 22},
       {"Llama-3.2-1B", 2048, 8192, 128256, 32, 8, 64, 16},
       {"Llama-3.2-3B", 3072, 8192, 128256, 24, 8, 128, 28},
       {"Llama-3.1-8B", 4096, 14336, 128256, 32, 8, 128, 32},
-      {"Qwen2.5-0.5B", 896, 4864, 151936, 14, 2, 64, 24},
-      {"Qwen2.5-1.5B", 1536, 8960, 151936, 12, 2, 128, 28}};
+      {"Qwen2.5-0.5B", 896, 4864, 151936, 14, 2, 64, 24, true},
+      {"Qwen2.5-1.5B", 1536, 8960, 151936, 12, 2, 128, 28, true}};
   return models;
 }
 constexpr int kTargetModels = 2;
@@ -631,7 +641,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     }
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     bench_linear(timer, report, **lt, m, "decode qkv (norm fused)", 1, qkv_rows, m.hidden, true,
-                 false, false, false);
+                 false, false, false, m.qkv_bias);
     bench_linear(timer, report, **lt, m, "decode o_proj (+residual)", 1, m.hidden,
                  m.q_heads * m.head_dim, false, false, true, false);
     bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", 1, m.inter, m.hidden, true,
@@ -646,7 +656,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
       const bool in_table = tokens == 2 || tokens == 4 || tokens == 8;
       if (!in_table && !g_sweep.enabled) continue;
       bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", tokens, m.inter,
-                   m.hidden, true, true, false, false, in_table);
+                   m.hidden, true, true, false, false, false, in_table);
     }
     bench_decode_attention(timer, report, m, 4096);
     bench_decode_attention(timer, report, m, 32768);

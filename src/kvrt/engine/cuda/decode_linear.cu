@@ -1,6 +1,6 @@
 // Decode-shaped linear layers: y[t, r] = sum_k W[r, k] * x[t, k] for 1..8 token vectors,
 // W [rows, in] streamed from HBM exactly once, as a tensor-core GEMV with the RMSNorm,
-// SwiGLU, residual and f32-output fusions (decode_linear_common.cuh).
+// SwiGLU, bias, residual and f32-output fusions (decode_linear_common.cuh).
 //
 // Two kernels: the ring kernel (decode_linear_ring.cu) moves W with the copy engine into
 // shared memory and is the library's choice wherever a launch's W is more than its blocks
@@ -52,6 +52,9 @@ Status validate(const DecodeLinear& op) {
   }
   if (op.swiglu && op.residual != nullptr) {
     return invalid_argument("decode_linear: swiglu takes no residual");
+  }
+  if (op.bias != nullptr && !is_aligned(op.bias, alignof(bf16))) {
+    return invalid_argument("decode_linear: bias must be 2-byte aligned (bf16)");
   }
   const size_t out_bytes = static_cast<size_t>(op.tokens) * op.rows *
                            (op.output_f32 != nullptr ? sizeof(float) : sizeof(bf16));
@@ -186,6 +189,7 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   p.x = op.input;
   p.norm_w = op.norm_weight;
   p.residual = op.residual;
+  p.bias = op.bias;
   p.y = op.output;
   p.y_f32 = op.output_f32;
   p.tokens = op.tokens;
@@ -195,10 +199,11 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   p.x_stride = p.chunks + (12 - p.chunks % 8) % 8;  // = 4 (mod 8): tokens g, g+1 hit other banks
   p.tiles = ceil_div(op.rows, op.swiglu ? kTileCols / 2 : kTileCols);
   p.eps = op.norm_eps;
-  const int epilogue = op.swiglu                  ? kSwiglu
-                       : op.output_f32 != nullptr ? kStoreF32
-                       : op.residual != nullptr   ? kResidual
-                                                  : kStore;
+  const int epilogue = (op.swiglu                  ? kSwiglu
+                        : op.output_f32 != nullptr ? kStoreF32
+                        : op.residual != nullptr   ? kResidual
+                                                   : kStore) |
+                       (op.bias != nullptr ? kBias : 0);
   const bool norm = op.norm_weight != nullptr;
 
   if (tuning.kernel == DecodeLinearKernel::kDirect) {

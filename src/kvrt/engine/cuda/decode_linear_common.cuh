@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/mma.cuh"
@@ -27,6 +28,39 @@ constexpr int kMaxStages = 16;  // ring kernel: slots per block at most
 constexpr size_t kReduceBytes = 2 * kWarps * 64 * sizeof(float);
 
 enum Epilogue : int { kStore, kResidual, kStoreF32, kSwiglu };
+// A flag on an Epilogue: bias[row] is added to W·x in f32 before any rounding, as
+// F.linear's bias is (Qwen2's q/k/v; Llama's attention_bias and mlp_bias).
+constexpr int kBias = 4;
+constexpr int epilogue_kind(int epilogue) {
+  return epilogue & 3;
+}
+constexpr bool has_bias(int epilogue) {
+  return (epilogue & kBias) != 0;
+}
+
+// Calls f(std::integral_constant<int, e>{}) for the epilogue e known only at run time
+// (a kind, with or without kBias), so that a launcher names each instantiation once.
+template <typename F>
+decltype(auto) with_epilogue(int epilogue, F&& f) {
+  switch (epilogue) {
+    case kStore:
+      return f(std::integral_constant<int, kStore>{});
+    case kResidual:
+      return f(std::integral_constant<int, kResidual>{});
+    case kStoreF32:
+      return f(std::integral_constant<int, kStoreF32>{});
+    case kSwiglu:
+      return f(std::integral_constant<int, kSwiglu>{});
+    case kStore | kBias:
+      return f(std::integral_constant<int, kStore | kBias>{});
+    case kResidual | kBias:
+      return f(std::integral_constant<int, kResidual | kBias>{});
+    case kStoreF32 | kBias:
+      return f(std::integral_constant<int, kStoreF32 | kBias>{});
+    default:
+      return f(std::integral_constant<int, kSwiglu | kBias>{});
+  }
+}
 
 struct Params {
   const bf16* w;         // [rows, in] or [2 rows, in]
@@ -51,6 +85,8 @@ struct Params {
   int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
+  // Last, so that adding it left every kernel without a bias as it was (same code).
+  const bf16* bias;  // [rows] or [2 rows], or null
 #if KVRT_KERNEL_TRACE
   uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
 #endif
@@ -242,35 +278,91 @@ __device__ __forceinline__ int matrix_row(const Params& p, int tile, int col) {
 // Outputs per tile: 8, or 4 with SwiGLU (gate and up columns pair up).
 template <int kEpilogue>
 constexpr int outputs_per_tile() {
-  return kEpilogue == kSwiglu ? kTileCols / 2 : kTileCols;
+  return epilogue_kind(kEpilogue) == kSwiglu ? kTileCols / 2 : kTileCols;
 }
 
-// The residual that output `out_row` of `token` adds (kResidual; 0 otherwise or out of
-// range). The kernels load it a tile ahead of the epilogue that uses it, so the end of a
-// launch does not wait on memory. In place is safe: each output is read and then written
-// by the same thread.
+// What the epilogue adds to an output's sums besides W·x, in one register (the one-token
+// ring kernels have none to spare): without kBias the residual in f32 (zero without
+// one); with kBias two bf16 halves, the bias (low) and the residual or, with SwiGLU, the
+// up row's bias (high).
 template <int kEpilogue>
-__device__ __forceinline__ float load_residual(const Params& p, int token, int out_row) {
-  if constexpr (kEpilogue == kResidual) {
-    if (token < p.tokens && out_row < p.rows) {
-      return __bfloat162float(p.residual[static_cast<size_t>(token) * p.rows + out_row]);
+using Addend = std::conditional_t<has_bias(kEpilogue), uint32_t, float>;
+
+template <int kEpilogue>
+__device__ __forceinline__ float addend_bias(Addend<kEpilogue> a) {
+  return __uint_as_float(a << 16);
+}
+template <int kEpilogue>
+__device__ __forceinline__ float addend_high(Addend<kEpilogue> a) {  // residual or up bias
+  if constexpr (has_bias(kEpilogue)) {
+    return __uint_as_float(a & 0xffff0000u);
+  } else {
+    return a;
+  }
+}
+
+__device__ __forceinline__ uint32_t bf16_bits(const bf16* values, size_t i) {
+  return reinterpret_cast<const uint16_t*>(values)[i];
+}
+
+// The bias of output `out_row` into `a` (kBias; nothing out of range). Biases are
+// weights: a kernel may load them before the PDL wait.
+template <int kEpilogue>
+__device__ __forceinline__ void load_bias(const Params& p, int out_row, Addend<kEpilogue>& a) {
+  if constexpr (has_bias(kEpilogue)) {
+    if (out_row < p.rows) {
+      a |= bf16_bits(p.bias, out_row);
+      if constexpr (epilogue_kind(kEpilogue) == kSwiglu) {
+        a |= bf16_bits(p.bias, static_cast<size_t>(p.rows) + out_row) << 16;
+      }
     }
   }
-  return 0.0f;
 }
 
-// Writes output `out_row` of `token` from the tile's f32 sums (`up`: SwiGLU only;
-// `residual`: from load_residual), with HF's rounding points.
+// The residual of output `out_row` of `token` into `a` (kResidual; nothing out of range).
+// In place is safe: each output is read and then written by the same thread.
+template <int kEpilogue>
+__device__ __forceinline__ void load_residual(const Params& p, int token, int out_row,
+                                              Addend<kEpilogue>& a) {
+  if constexpr (epilogue_kind(kEpilogue) == kResidual) {
+    if (token < p.tokens && out_row < p.rows) {
+      const size_t i = static_cast<size_t>(token) * p.rows + out_row;
+      if constexpr (has_bias(kEpilogue)) {
+        a |= bf16_bits(p.residual, i) << 16;
+      } else {
+        a = __bfloat162float(p.residual[i]);
+      }
+    }
+  }
+}
+
+// Both, for the kernels that load an output's addend a tile ahead of the epilogue that
+// uses it, so the end of a launch does not wait on memory.
+template <int kEpilogue>
+__device__ __forceinline__ Addend<kEpilogue> load_addend(const Params& p, int token, int out_row) {
+  Addend<kEpilogue> a = 0;
+  load_residual<kEpilogue>(p, token, out_row, a);
+  if (token < p.tokens) load_bias<kEpilogue>(p, out_row, a);
+  return a;
+}
+
+// Writes output `out_row` of `token` from the tile's f32 sums (`up`: SwiGLU only) and its
+// addend (load_addend), with HF's rounding points.
 template <int kEpilogue>
 __device__ __forceinline__ void store_output(const Params& p, int token, int out_row, float sum,
-                                             float up, float residual) {
+                                             float up, Addend<kEpilogue> a) {
   if (token >= p.tokens || out_row >= p.rows) return;
+  constexpr int kKind = epilogue_kind(kEpilogue);
+  if constexpr (has_bias(kEpilogue)) {  // not `sum + 0` without one: -0 + 0 is +0
+    sum += addend_bias<kEpilogue>(a);
+    if constexpr (kKind == kSwiglu) up += addend_high<kEpilogue>(a);
+  }
   const size_t out = static_cast<size_t>(token) * p.rows + out_row;
-  if constexpr (kEpilogue == kStore) {
+  if constexpr (kKind == kStore) {
     p.y[out] = __float2bfloat16(sum);
-  } else if constexpr (kEpilogue == kResidual) {
-    p.y[out] = __float2bfloat16(round_bf16(sum) + residual);
-  } else if constexpr (kEpilogue == kStoreF32) {
+  } else if constexpr (kKind == kResidual) {
+    p.y[out] = __float2bfloat16(round_bf16(sum) + addend_high<kEpilogue>(a));
+  } else if constexpr (kKind == kStoreF32) {
     p.y_f32[out] = sum;
   } else {
     const float gate = round_bf16(sum);

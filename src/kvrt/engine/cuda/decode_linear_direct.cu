@@ -47,7 +47,7 @@ constexpr size_t one_token_smem_bytes(int chunks, bool norm) {
 
 template <int kEpilogue, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
-  constexpr bool kGlu = kEpilogue == kSwiglu;
+  constexpr bool kGlu = epilogue_kind(kEpilogue) == kSwiglu;
   extern __shared__ uint4 smem[];
   uint4* xs = smem;                                                      // [tokens][x_stride]
   float* reduce = reinterpret_cast<float*>(xs + p.tokens * p.x_stride);  // [2][warps][64]
@@ -89,25 +89,25 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   // The epilogue's item i (tile slot, token, column j) goes to thread i % kThreads; its
-  // residual is loaded a round ahead.
+  // addend (residual, bias) is loaded a round ahead.
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   constexpr int kItemsPerThread = kWarps * kMaxTokens * kOutputs / kThreads;  // at most
   const int items = per_round * kMaxTokens * kOutputs;
   auto output_row = [&](int round_, int i) {
     return (round_ * per_round + i / (kMaxTokens * kOutputs)) * kOutputs + i % kOutputs;
   };
-  float residual[kItemsPerThread];
-  auto load_residuals = [&](int round_) {
+  Addend<kEpilogue> addend[kItemsPerThread];
+  auto load_addends = [&](int round_) {
 #pragma unroll
     for (int m = 0; m < kItemsPerThread; ++m) {
       const int i = threadIdx.x + m * kThreads;
-      residual[m] = i < items && round_ < rounds
-                        ? load_residual<kEpilogue>(p, i % (kMaxTokens * kOutputs) / kOutputs,
-                                                   output_row(round_, i))
-                        : 0.0f;
+      addend[m] = i < items && round_ < rounds
+                      ? load_addend<kEpilogue>(p, i % (kMaxTokens * kOutputs) / kOutputs,
+                                               output_row(round_, i))
+                      : Addend<kEpilogue>(0);
     }
   };
-  load_residuals(round);
+  load_addends(round);
   for (int buffer = 0, first = 1; round < rounds; round += gridDim.x, buffer ^= 1, first = 0) {
     const int row = row_of(round);
     // Two accumulators: half as long a chain of dependent MMAs.
@@ -139,9 +139,9 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
         sum += partial[v * 64 + token * kTileCols + j];
         if constexpr (kGlu) up += partial[v * 64 + token * kTileCols + 4 + j];
       }
-      store_output<kEpilogue>(p, token, output_row(round, i), sum, up, residual[m]);
+      store_output<kEpilogue>(p, token, output_row(round, i), sum, up, addend[m]);
     }
-    load_residuals(round + gridDim.x);
+    load_addends(round + gridDim.x);
   }
 }
 
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 template <int kEpilogue, bool kNorm, int kChunks>
 __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     direct_one_token_kernel(const Params p) {
-  constexpr bool kGlu = kEpilogue == kSwiglu;
+  constexpr bool kGlu = epilogue_kind(kEpilogue) == kSwiglu;
   constexpr int kRegisterChunks = one_token_register_chunks(kChunks, kNorm);
   extern __shared__ uint4 w_copied[];  // [kChunks - kRegisterChunks][kTileCols][kThreads]
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
@@ -210,6 +210,9 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     }
   };
   if constexpr (kGammaEarly) load_gamma();
+  const bool writer = threadIdx.x < kOutputs;
+  Addend<kEpilogue> addend = 0;  // the bias now (a weight), the residual after the wait
+  if (writer) load_bias<kEpilogue>(p, tile * kOutputs + threadIdx.x, addend);
   if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   if constexpr (kRegisterChunks > 0) keep_loads_before_wait(w, &load_fences[threadIdx.x]);
   // This thread's register chunks have landed (its copies may still be in flight).
@@ -217,9 +220,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   pdl_wait();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
-  const bool writer = threadIdx.x < kOutputs;
-  const float residual =
-      writer ? load_residual<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x) : 0.0f;
+  if (writer) load_residual<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, addend);
   if constexpr (!kGammaEarly) load_gamma();
   uint4 x[kChunks];
 #pragma unroll
@@ -289,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
       sum += row_sums[v][threadIdx.x];
       if constexpr (kGlu) up += row_sums[v][4 + threadIdx.x];
     }
-    store_output<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, sum, up, residual);
+    store_output<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, sum, up, addend);
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
   KVRT_TRACE_END(p.trace);
@@ -320,10 +321,8 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
                                    bool balanced, cudaStream_t stream) {
   if (p.tokens == 1 && p.split_k == kWarps && p.chunks <= kMaxOneTokenChunks * kThreads) {
     const int per_thread = ceil_div(p.chunks, kThreads);
-    void (*kernel)(Params) = epilogue == kSwiglu     ? pick_one_token<kSwiglu>(norm, per_thread)
-                             : epilogue == kStoreF32 ? pick_one_token<kStoreF32>(norm, per_thread)
-                             : epilogue == kResidual ? pick_one_token<kResidual>(norm, per_thread)
-                                                     : pick_one_token<kStore>(norm, per_thread);
+    void (*kernel)(Params) = with_epilogue(
+        epilogue, [&](auto kEpilogue) { return pick_one_token<kEpilogue()>(norm, per_thread); });
     const size_t smem = one_token_smem_bytes(per_thread, norm);
     KVRT_RETURN_IF_ERROR(
         allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
@@ -333,10 +332,8 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
 #endif
     return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", args);
   }
-  void (*kernel)(Params) = epilogue == kSwiglu     ? pick<kSwiglu>(norm)
-                           : epilogue == kStoreF32 ? pick<kStoreF32>(norm)
-                           : epilogue == kResidual ? pick<kResidual>(norm)
-                                                   : pick<kStore>(norm);
+  void (*kernel)(Params) =
+      with_epilogue(epilogue, [&](auto kEpilogue) { return pick<kEpilogue()>(norm); });
   const size_t smem = static_cast<size_t>(p.tokens) * p.x_stride * sizeof(uint4) + kReduceBytes;
   const void* key = reinterpret_cast<const void*>(kernel);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "decode_linear"));

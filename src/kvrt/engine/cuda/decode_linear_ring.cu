@@ -11,7 +11,7 @@
 //              token: loaded and normalized over all lanes), or else stage it in
 //              shared memory, split each slot's k-steps, free the slot, and at the end
 //              of a tile sum their partials in shared memory and run the epilogue (its
-//              residual loaded a tile ahead)
+//              residual and bias loaded a tile ahead)
 #include <algorithm>
 #include <type_traits>
 
@@ -51,7 +51,7 @@ using KernelParams = std::conditional_t<kX == kXOneToken, OneTokenParams, Params
 
 template <int kEpilogue, bool kNorm, int kX>
 __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX> p) {
-  constexpr bool kGlu = kEpilogue == kSwiglu;
+  constexpr bool kGlu = epilogue_kind(kEpilogue) == kSwiglu;
   constexpr bool kXInRegisters = kX != kXStaged;
   extern __shared__ uint4 smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);  // [kMaxStages]
@@ -139,16 +139,16 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
-  // The epilogue: thread (token, j) writes output j of each tile; its residual is loaded a
-  // tile ahead.
+  // The epilogue: thread (token, j) writes output j of each tile; its addend (residual,
+  // bias) is loaded a tile ahead.
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   const bool writer = threadIdx.x < kMaxTokens * kOutputs;
   const int out_token = threadIdx.x / kOutputs, out_col = threadIdx.x % kOutputs;
-  auto residual_of = [&](int tile) {
-    return writer && tile < end ? load_residual<kEpilogue>(p, out_token, tile * kOutputs + out_col)
-                                : 0.0f;
+  auto addend_of = [&](int tile) {
+    return writer && tile < end ? load_addend<kEpilogue>(p, out_token, tile * kOutputs + out_col)
+                                : Addend<kEpilogue>(0);
   };
-  float residual = residual_of(first);
+  Addend<kEpilogue> addend = addend_of(first);
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
   // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
   // buffer again only after passing the barrier that follows the last reads of it.
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
         sum += partial[v * 64 + out_token * kTileCols + out_col];
         if constexpr (kGlu) up += partial[v * 64 + out_token * kTileCols + 4 + out_col];
       }
-      store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, residual);
-      residual = residual_of(tile + 1);
+      store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, addend);
+      addend = addend_of(tile + 1);
     }
   };
   int slot = 0;
@@ -279,10 +279,9 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm,
   // LM heads, where W streams on: 0.6-3.1%, since the one-token kernels stopped spilling).
   const bool one_token = p.tokens == 1 && tuning.one_token_x != 0;
   const int x_mode = !ring_x_in_registers(p) ? kXStaged : one_token ? kXOneToken : kXRegisters;
-  return epilogue == kSwiglu     ? launch_x<kSwiglu>(p, norm, x_mode, grid, stream)
-         : epilogue == kStoreF32 ? launch_x<kStoreF32>(p, norm, x_mode, grid, stream)
-         : epilogue == kResidual ? launch_x<kResidual>(p, norm, x_mode, grid, stream)
-                                 : launch_x<kStore>(p, norm, x_mode, grid, stream);
+  return with_epilogue(epilogue, [&](auto kEpilogue) {
+    return launch_x<kEpilogue()>(p, norm, x_mode, grid, stream);
+  });
 }
 
 }  // namespace kvrt::engine::cuda::detail

@@ -64,8 +64,11 @@ bool programmatic_launch();
 //    mean(x²)+eps)) · gamma, rounded to bf16), computed once per block from x.
 //  - swiglu: W is [2·rows, in], the gate rows then the up rows (the two HF matrices
 //    concatenated, not interleaved); y = bf16(silu(gate) · up), HF's rounding points.
-//  - residual set: y = bf16(bf16(W·x) + residual); residual may be the output storage
-//    itself (h += o_proj(attn) in place).
+//  - bias set: bias[r] is added to (W·x)[r] in f32 before any rounding, as F.linear's
+//    bias is (Qwen2's q/k/v; Llama's attention_bias and mlp_bias). With swiglu it is
+//    [2·rows]: the gate's bias then the up's, like W.
+//  - residual set: y = bf16(bf16(W·x + bias) + residual); residual may be the output
+//    storage itself (h += o_proj(attn) in place).
 //  - q/k/v or any concatenation of matrices that share x: concatenate their rows.
 // Exactly one of output (bf16) and output_f32 (f32, e.g. logits; no residual/swiglu).
 // in must be a multiple of 8; weight and input 16-byte aligned; output must not overlap
@@ -79,6 +82,7 @@ struct DecodeLinear {
   const bf16* norm_weight = nullptr;  // [in] RMSNorm gamma, or null
   float norm_eps = 1e-5f;
   bool swiglu = false;
+  const bf16* bias = nullptr;      // [rows], or [2·rows] with swiglu; or null
   const bf16* residual = nullptr;  // [tokens, rows], or null
   bf16* output = nullptr;          // [tokens, rows]
   float* output_f32 = nullptr;     // [tokens, rows]
@@ -86,7 +90,8 @@ struct DecodeLinear {
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------
-// Prefill linear layers: cuBLASLt GEMM, y[tokens, rows] = x[tokens, in] · Wᵀ (+ residual)
+// Prefill linear layers: cuBLASLt GEMM, y[tokens, rows] = x[tokens, in] · Wᵀ (+ bias)
+// (+ residual)
 
 class PrefillLinear {
  public:
@@ -96,15 +101,19 @@ class PrefillLinear {
   PrefillLinear(const PrefillLinear&) = delete;
   PrefillLinear& operator=(const PrefillLinear&) = delete;
 
-  // residual (may equal output) is added through cuBLASLt's C operand (beta = 1), in the
-  // same f32 epilogue as the product. Plans (descriptors, heuristic's algorithm) are
-  // cached per shape and pointer alignment; the call is capturable in a CUDA graph.
+  // residual (may equal output) is added through cuBLASLt's C operand (beta = 1), and
+  // bias ([rows] bf16, 16-byte aligned, or null) through its BIAS epilogue, both in the
+  // same f32 epilogue as the product: one rounding (decode_linear rounds W·x + bias
+  // before adding a residual, as the bf16 layers do; the two differ by at most an ulp of
+  // it). Plans (descriptors, heuristic's algorithm) are cached per shape, fusions and
+  // pointer alignment; the call is capturable in a CUDA graph.
   Status run(const bf16* weight, const bf16* input, int tokens, int rows, int in,
-             const bf16* residual, bf16* output, cudaStream_t stream);
+             const bf16* residual, bf16* output, cudaStream_t stream, const bf16* bias = nullptr);
 
  private:
   struct Plan;
-  using PlanKey = std::tuple<int, int, int, bool, int>;  // tokens, rows, in, residual, align
+  // tokens, rows, in, residual, bias, alignment
+  using PlanKey = std::tuple<int, int, int, bool, bool, int>;
   PrefillLinear() = default;
   Result<const Plan*> plan(const PlanKey& key);
 

@@ -1,5 +1,6 @@
 // Prefill-shaped linear layers through cuBLASLt: y[tokens, rows] = x[tokens, in] · Wᵀ
-// (+ residual through the C operand). Row-major y, x and W read as column-major is
+// (+ bias through the BIAS epilogue, + residual through the C operand). Row-major y, x and W read
+// as column-major is
 //   D (rows x tokens, ld rows) = op_T(A: in x rows, ld in) · B (in x tokens, ld in)
 // so W is used as stored in the checkpoint, with no transpose copy.
 #include <cublasLt.h>
@@ -69,7 +70,7 @@ Result<const PrefillLinear::Plan*> PrefillLinear::plan(const PlanKey& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
-  const auto [tokens, rows, in, residual, alignment] = key;
+  const auto [tokens, rows, in, residual, bias, alignment] = key;
   auto plan = std::make_unique<Plan>();
   KVRT_RETURN_IF_ERROR(
       lt_check(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc"));
@@ -81,6 +82,13 @@ Result<const PrefillLinear::Plan*> PrefillLinear::plan(const PlanKey& key) {
   KVRT_RETURN_IF_ERROR(lt_check(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof(none)),
       "transb"));
+  if (bias) {  // bf16, like D; its pointer is set per call (run)
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    KVRT_RETURN_IF_ERROR(
+        lt_check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                sizeof(epilogue)),
+                 "epilogue"));
+  }
   KVRT_RETURN_IF_ERROR(
       lt_check(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, in, rows, in), "layout A"));
   KVRT_RETURN_IF_ERROR(
@@ -108,7 +116,8 @@ Result<const PrefillLinear::Plan*> PrefillLinear::plan(const PlanKey& key) {
   KVRT_RETURN_IF_ERROR(lt_check(status, "heuristic"));
   if (found == 0) {
     return not_supported("prefill_linear: cuBLASLt has no algorithm for tokens=", tokens,
-                         " rows=", rows, " in=", in, residual ? " with residual" : "");
+                         " rows=", rows, " in=", in, residual ? " with residual" : "",
+                         bias ? " with bias" : "");
   }
   plan->algo = result.algo;
   const Plan* raw = plan.get();
@@ -117,7 +126,8 @@ Result<const PrefillLinear::Plan*> PrefillLinear::plan(const PlanKey& key) {
 }
 
 Status PrefillLinear::run(const bf16* weight, const bf16* input, int tokens, int rows, int in,
-                          const bf16* residual, bf16* output, cudaStream_t stream) {
+                          const bf16* residual, bf16* output, cudaStream_t stream,
+                          const bf16* bias) {
   if (weight == nullptr || input == nullptr || output == nullptr) {
     return invalid_argument("prefill_linear: weight, input and output must be non-null");
   }
@@ -125,14 +135,28 @@ Status PrefillLinear::run(const bf16* weight, const bf16* input, int tokens, int
     return invalid_argument("prefill_linear: tokens, rows and in must be positive, got ", tokens,
                             ", ", rows, ", ", in);
   }
+  if (bias != nullptr && !detail::is_aligned(bias, 16)) {
+    return invalid_argument("prefill_linear: bias must be 16-byte aligned (cuBLASLt's epilogue)");
+  }
   const int alignment = common_alignment({weight, input, residual, output});
-  KVRT_ASSIGN_OR_RETURN(const Plan* p, plan({tokens, rows, in, residual != nullptr, alignment}));
+  KVRT_ASSIGN_OR_RETURN(const Plan* p,
+                        plan({tokens, rows, in, residual != nullptr, bias != nullptr, alignment}));
   const float alpha = 1.0f, beta = residual != nullptr ? 1.0f : 0.0f;
   const void* c = residual != nullptr ? static_cast<const void*>(residual) : output;
-  return lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p->op, &alpha, weight,
-                                 p->a, input, p->b, &beta, c, p->c, output, p->c, &p->algo,
-                                 workspace_, workspace_bytes_, stream),
-                  "cublasLtMatmul");
+  auto matmul = [&] {
+    return lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p->op, &alpha, weight,
+                                   p->a, input, p->b, &beta, c, p->c, output, p->c, &p->algo,
+                                   workspace_, workspace_bytes_, stream),
+                    "cublasLtMatmul");
+  };
+  if (bias == nullptr) return matmul();
+  // The bias pointer lives in the plan's shared descriptor: set it and enqueue under the
+  // lock, so that concurrent calls of one shape cannot swap biases.
+  std::lock_guard<std::mutex> lock(mutex_);
+  KVRT_RETURN_IF_ERROR(lt_check(
+      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+      "bias pointer"));
+  return matmul();
 }
 
 }  // namespace kvrt::engine::cuda

@@ -1,4 +1,4 @@
-// decode_linear (tensor-core GEMV with fused RMSNorm / SwiGLU / residual) against the CPU
+// decode_linear (tensor-core GEMV with fused RMSNorm / SwiGLU / bias / residual) against the CPU
 // reference, over awkward shapes: rows not a multiple of the 8-row tile, in not a
 // multiple of the 32-wide k-step, 1..8 tokens, x staged past 64 KiB.
 //
@@ -34,6 +34,7 @@ struct LinearCase {
   int rows;
   int in;
   Variant variant;
+  bool bias = false;  // [rows] (or [2·rows] with SwiGLU) added before any rounding
 };
 
 const char* variant_name(Variant v) {
@@ -82,7 +83,8 @@ void check_linear(const LinearCase& c) {
   const auto x = random_bf16(static_cast<size_t>(c.tokens) * c.in, -2.0f, 2.0f, rng);
   const auto gamma = random_bf16(static_cast<size_t>(c.in), 0.5f, 1.5f, rng);
   const auto res = random_bf16(static_cast<size_t>(c.tokens) * c.rows, -1.0f, 1.0f, rng);
-  DeviceBuffer<uint16_t> d_w(w), d_x(x), d_gamma(gamma), d_res(res);
+  const auto bias = random_bf16(static_cast<size_t>(mats) * c.rows, -0.5f, 0.5f, rng);
+  DeviceBuffer<uint16_t> d_w(w), d_x(x), d_gamma(gamma), d_res(res), d_bias(bias);
   DeviceBuffer<uint16_t> d_y(static_cast<size_t>(c.tokens) * c.rows);
   DeviceBuffer<float> d_y32(static_cast<size_t>(c.tokens) * c.rows);
   d_y.poison();
@@ -97,6 +99,7 @@ void check_linear(const LinearCase& c) {
   op.norm_weight = norm ? d_gamma.as_bf16() : nullptr;
   op.norm_eps = 1e-5f;
   op.swiglu = swiglu;
+  op.bias = c.bias ? d_bias.as_bf16() : nullptr;
   if (c.variant == Variant::kResidualInPlace) {
     op.residual = d_res.as_bf16();
     op.output = d_res.as_bf16();
@@ -115,9 +118,19 @@ void check_linear(const LinearCase& c) {
   const auto xf =
       norm ? reference::rmsnorm(to_float(x), to_float(gamma), c.tokens, c.in, 1e-5f) : to_float(x);
   std::vector<float> ref = reference::linear(wf, xf, c.tokens, c.rows, c.in);
+  std::vector<float> up;
   if (swiglu) {
-    const auto up =
-        reference::linear(wf, xf, c.tokens, c.rows, c.in, static_cast<size_t>(c.rows) * c.in);
+    up = reference::linear(wf, xf, c.tokens, c.rows, c.in, static_cast<size_t>(c.rows) * c.in);
+  }
+  if (c.bias) {  // in the f32 (here f64-exact) sum, before any rounding
+    const auto biasf = to_float(bias);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const size_t row = i % static_cast<size_t>(c.rows);
+      ref[i] += biasf[row];
+      if (swiglu) up[i] += biasf[static_cast<size_t>(c.rows) + row];
+    }
+  }
+  if (swiglu) {
     for (size_t i = 0; i < ref.size(); ++i) ref[i] = reference::swiglu(ref[i], up[i]);
   }
   std::vector<float> out;
@@ -231,7 +244,16 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       // Four chunks per thread: one in registers, three copied into shared memory.
       {1, 300, 8192, Variant::kResidual},
       {1, 61, 7000, Variant::kNormSwiglu},
-      {1, 40, 6152, Variant::kNormF32}};
+      {1, 40, 6152, Variant::kNormF32},
+      // A bias with every epilogue, on every path: one token in registers (q/k/v) and
+      // copied (three and four chunks), several tokens staged or in registers.
+      {1, 2560, 2048, Variant::kNorm, true},
+      {3, 77, 776, Variant::kNormSwiglu, true},
+      {1, 300, 8192, Variant::kResidual, true},
+      {2, 1003, 2056, Variant::kNormF32, true},
+      {1, 77, 1024, Variant::kNormSwiglu, true},
+      {1, 100, 5000, Variant::kResidualInPlace, true},
+      {8, 300, 2048, Variant::kPlain, true}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
@@ -240,7 +262,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
           tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_pad",
           tuning.row_pad, "_split_k", tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced",
           tuning.balanced_grid, "_one_token_x", tuning.one_token_x, "_t", c.tokens, "_rows", c.rows,
-          "_in", c.in, "_", variant_name(c.variant)));
+          "_in", c.in, "_", variant_name(c.variant), c.bias ? "_bias" : ""));
       check_linear(c);
     }
   }
@@ -280,11 +302,21 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{1, 151936, 896, Variant::kNormF32},
         // Llama-3.2-3B's o_proj and down.
         LinearCase{1, 3072, 3072, Variant::kResidual},
-        LinearCase{1, 3072, 8192, Variant::kResidualInPlace}),
+        LinearCase{1, 3072, 8192, Variant::kResidualInPlace},
+        // Biases: Qwen2.5-0.5B's and Qwen2.5-1.5B's q/k/v (1 and 4 tokens), and Llama's
+        // attention_bias / mlp_bias on o_proj (in place), gate/up and down.
+        LinearCase{1, 1152, 896, Variant::kNorm, true},
+        LinearCase{4, 1152, 896, Variant::kNorm, true},
+        LinearCase{1, 2048, 1536, Variant::kNorm, true},
+        LinearCase{1, 2048, 2048, Variant::kResidualInPlace, true},
+        LinearCase{1, 5632, 2048, Variant::kNormSwiglu, true},
+        LinearCase{8, 5632, 2048, Variant::kNormSwiglu, true},
+        LinearCase{1, 2048, 5632, Variant::kResidual, true},
+        LinearCase{5, 257, 776, Variant::kResidual, true}),
     [](const ::testing::TestParamInfo<LinearCase>& info) {
       const LinearCase& c = info.param;
       return testing::param_name("t", c.tokens, "_rows", c.rows, "_in", c.in, "_",
-                                 variant_name(c.variant));
+                                 variant_name(c.variant), c.bias ? "_bias" : "");
     });
 
 // Argument checks happen before any device work, so they run without a GPU too.
@@ -335,6 +367,14 @@ TEST(DecodeLinearArguments, XPastTheStagingLimitIsNotSupported) {
   const Status status = decode_linear(op, nullptr);
   EXPECT_EQ(status.code(), ErrorCode::kNotSupported) << status.to_string();
   EXPECT_NE(status.message().find("staging limit"), std::string::npos) << status.to_string();
+}
+
+TEST(DecodeLinearArguments, OddBiasAddressIsRejectedNamingBias) {
+  DecodeLinear op = valid_op();
+  op.bias = reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(g_host + 48) + 1);
+  const Status status = decode_linear(op, nullptr);
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("bias"), std::string::npos) << status.to_string();
 }
 
 TEST(DecodeLinearArguments, UnalignedWeightIsRejected) {
