@@ -72,9 +72,11 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // ahead too but lets the next launch in later, and no more than loads that are not .nc,
 // which stay ahead without landing (docs/kernels-notes.md). cp.async copies write shared memory
 // themselves and stayed where written in every kernel here (bench/pdl_order.awk).
+// `also`: one more loaded value to keep ahead (0, a constant, adds nothing).
 template <int N>
-__device__ __forceinline__ void keep_loads_before_wait(const uint4 (&loaded)[N], uint32_t* slot) {
-  uint32_t fold = 0;
+__device__ __forceinline__ void keep_loads_before_wait(const uint4 (&loaded)[N], uint32_t* slot,
+                                                       uint32_t also = 0) {
+  uint32_t fold = also;
 #pragma unroll
   for (int i = 0; i < N; ++i) fold ^= loaded[i].x ^ loaded[i].y ^ loaded[i].z ^ loaded[i].w;
   asm volatile(
