@@ -217,7 +217,9 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
                                                           {1024, 2, 2, 0, 0},
                                                           {1024, 5, 2, 0, 0},
                                                           {2048, 2, 2, 0, 0},
-                                                          {1024, 6, 1, 0, 0}}) {
+                                                          {1024, 6, 1, 0, 0},
+                                                          {2048, 8, 1, 1, 0},
+                                                          {2048, 12, 1, 1, 0}}) {
       choices.push_back(ring_tuning(keys, stages, per_sm, contiguous, row_pad));
     }
     for (int split_k : {4, 8}) {

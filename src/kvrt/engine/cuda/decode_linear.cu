@@ -127,8 +127,14 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.blocks_per_sm = 2;
     t.balanced_grid = 0;
   } else if (bytes >= 100 * kMiB) {  // LM head
+    // As many bytes in flight as four 2048-key slots, whatever the row width: narrower
+    // slots, a deeper ring. Four of Qwen2.5-0.5B's 896-key slots (57 KB a block) left
+    // room on every SM for the launches after it, and inside the decode step its blocks
+    // ended 62.8-95.4 us after the previous launch; 9 deep (133 KB), 62.1-63.7 (the
+    // step 511.6 -> 474.4 us). Six 2048-key slots gained nothing over four.
     t.stage_keys = 2048;
-    t.stages = 4;
+    const int slot_keys = ceil_div(ceil_div(in, ceil_div(in, 2048)), 64) * 64;
+    t.stages = std::clamp(4 * 2048 / slot_keys, 4, kMaxStages);
     t.blocks_per_sm = 1;
     t.contiguous = 1;
   } else {  // gate/up: two blocks per SM below 8 tokens (ahead at 1-6, a tie at 7), one at 8
