@@ -85,7 +85,8 @@ struct Params {
   int contiguous;  // 1: a slot holds whole rows, copied as one run per tile (or half)
   // Direct kernel.
   int split_k;  // warps per tile (1, 2, 4 or 8)
-  // Last, so that adding it left every kernel without a bias as it was (same code).
+  // Last: the fields every kernel reads keep their offsets, so a kernel without a bias
+  // compiles to the same code whether or not this field exists.
   const bf16* bias;  // [rows] or [2 rows], or null
 #if KVRT_KERNEL_TRACE
   uint64_t* trace;  // this launch's timeline rows, or null (trace.h)

@@ -1,6 +1,6 @@
 // Prefill-shaped linear layers through cuBLASLt: y[tokens, rows] = x[tokens, in] · Wᵀ
-// (+ bias through the BIAS epilogue, + residual through the C operand). Row-major y, x and W read
-// as column-major is
+// (+ bias through the BIAS epilogue, + residual through the C operand). Row-major y, x
+// and W read as column-major is
 //   D (rows x tokens, ld rows) = op_T(A: in x rows, ld in) · B (in x tokens, ld in)
 // so W is used as stored in the checkpoint, with no transpose copy.
 #include <cublasLt.h>
