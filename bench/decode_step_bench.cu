@@ -49,7 +49,7 @@ struct Variant {
   int splits = 0;                // 0: decode_attention_splits()
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
-  DecodeLinearTuning o_proj, gate_up, down;
+  DecodeLinearTuning qkv, o_proj, gate_up, down;
 };
 
 struct Step {
@@ -138,8 +138,10 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
+      set_decode_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false,
                                   false, qkv, s, layer->bias()));
+      set_decode_linear_tuning(DecodeLinearTuning{});
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
       set_decode_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
@@ -309,6 +311,28 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.gate_up = room.gate_up;
     v.down = room.down;
     sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v).chain);
+  }
+  // Geometries the per-kernel sweep found faster alone at other models' shapes, timed
+  // where it counts: Llama-3.2-3B's q/k/v, Qwen2.5-0.5B's one-token gate/up.
+  auto balanced = [](DecodeLinearTuning t) {
+    t.balanced_grid = 1;
+    return t;
+  };
+  struct Alternative {
+    const char* name;
+    DecodeLinearTuning qkv, gate_up;
+  };
+  const Alternative alternatives[] = {{"q/k/v on a ring of 1024-key slots, 4 deep, 2/SM, balanced",
+                                       balanced(ring_tuning(1024, 4, 2, 0, 0)),
+                                       {}},
+                                      {"gate/up on 2048-key slots, 3 deep, 2/SM, balanced",
+                                       {},
+                                       balanced(ring_tuning(2048, 3, 2, 1, 0))}};
+  for (const Alternative& alternative : alternatives) {
+    Variant v;
+    v.qkv = alternative.qkv;
+    v.gate_up = alternative.gate_up;
+    sweep.add(name, alternative.name, step.bytes(), time(v).chain);
   }
   Variant none;
   none.attention = false;
