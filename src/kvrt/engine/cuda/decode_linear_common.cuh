@@ -282,10 +282,10 @@ constexpr int outputs_per_tile() {
   return epilogue_kind(kEpilogue) == kSwiglu ? kTileCols / 2 : kTileCols;
 }
 
-// What the epilogue adds to an output's sums besides W·x, in one register (the one-token
-// ring kernels have none to spare): without kBias the residual in f32 (zero without
-// one); with kBias two bf16 halves, the bias (low) and the residual or, with SwiGLU, the
-// up row's bias (high).
+// What the epilogue adds to an output's sums besides W·x, in one register (the ring
+// kernels with x in registers have none to spare: carried as floats they spilled):
+// without kBias the residual in f32 (zero without one); with kBias two bf16 halves, the
+// bias (low) and the residual or, with SwiGLU, the up row's bias (high).
 template <int kEpilogue>
 using Addend = std::conditional_t<has_bias(kEpilogue), uint32_t, float>;
 
