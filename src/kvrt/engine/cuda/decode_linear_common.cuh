@@ -366,9 +366,7 @@ __device__ __forceinline__ void store_output(const Params& p, int token, int out
   } else if constexpr (kKind == kStoreF32) {
     p.y_f32[out] = sum;
   } else {
-    const float gate = round_bf16(sum);
-    const float silu = round_bf16(gate / (1.0f + expf(-gate)));
-    p.y[out] = __float2bfloat16(silu * round_bf16(up));
+    p.y[out] = __float2bfloat16(swiglu_value(round_bf16(sum), round_bf16(up)));
   }
 }
 

@@ -23,6 +23,11 @@ __device__ __forceinline__ float bf16_hi(uint32_t pair) {
 __device__ __forceinline__ float round_bf16(float x) {
   return __bfloat162float(__float2bfloat16(x));
 }
+// SwiGLU of a gate and up value already rounded to bf16, with HF's rounding points:
+// bf16(silu(gate)) * up (the caller rounds the product).
+__device__ __forceinline__ float swiglu_value(float gate, float up) {
+  return round_bf16(gate / (1.0f + expf(-gate))) * up;
+}
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&pair);

@@ -79,10 +79,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__device__ __forceinline__ float swiglu_value(float gate, float up) {
-  return round_bf16(gate / (1.0f + expf(-gate))) * up;  // HF: bf16(silu(gate)) * up
-}
-
 // gate_up [tokens, 2 * inter] -> out [tokens, inter]. The element path.
 __global__ void __launch_bounds__(kThreads)
     swiglu_kernel(const bf16* gate_up, bf16* out, int tokens, int inter) {
