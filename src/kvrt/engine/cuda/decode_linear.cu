@@ -27,6 +27,12 @@ constexpr size_t kMaxBlockSmem = 227 * 1024;  // Hopper's per-block opt-in limit
 constexpr size_t kSmemPerSm = 228 * 1024;     // Hopper's shared memory per multiprocessor
 constexpr size_t kReservedSmemPerBlock = 1024;
 
+// The slot width in keys of rows of `in` keys when slots of 2048 are asked for (near-equal
+// slots of a multiple of 64 keys, as decode_linear sets them).
+int slot_keys_for(int in) {
+  return ceil_div(ceil_div(in, ceil_div(in, 2048)), 64) * 64;
+}
+
 bool blocks_fit(int blocks_per_sm, size_t block_smem) {
   return static_cast<size_t>(blocks_per_sm) * (block_smem + kReservedSmemPerBlock) <= kSmemPerSm;
 }
@@ -133,8 +139,7 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     // ended 62.8-95.4 us after the previous launch; 9 deep (133 KB), 62.1-63.7 (the
     // step 511.6 -> 474.4 us). Six 2048-key slots gained nothing over four.
     t.stage_keys = 2048;
-    const int slot_keys = ceil_div(ceil_div(in, ceil_div(in, 2048)), 64) * 64;
-    t.stages = std::clamp(4 * 2048 / slot_keys, 4, kMaxStages);
+    t.stages = std::clamp(4 * 2048 / slot_keys_for(in), 4, kMaxStages);
     t.blocks_per_sm = 1;
     t.contiguous = 1;
   } else {  // gate/up: two blocks per SM below 8 tokens (ahead at 1-6, a tie at 7), one at 8
@@ -143,6 +148,15 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     t.blocks_per_sm = tokens >= 8 ? 1 : 2;
     t.contiguous = 1;
     t.balanced_grid = tokens == 1 ? 0 : 1;
+    // One block per SM on slots narrower than the 2048 keys its depth was tuned at: a
+    // deeper ring keeps as many bytes in flight (Qwen2.5-0.5B's 896-key slots, 10 deep:
+    // 8.9 -> 7.4 us; Qwen2.5-1.5B's 1536-key slots, 6 deep, -1.5%; Llama-3.2-3B a tie).
+    // Not at two blocks per SM: Qwen2.5-0.5B's 2 and 4 tokens were 1-2% slower 7 deep
+    // (Qwen2.5-1.5B's 3% faster 4 deep), and one token's step 1.1% slower for
+    // Llama-3.2-3B (docs/kernels-notes.md, *Other models*).
+    if (t.blocks_per_sm == 1) {
+      t.stages = std::min(kMaxStages, ceil_div(t.stages * 2048, slot_keys_for(in)));
+    }
   }
   // One token's rows of <= 4 chunks per thread (in <= 8192) over <= 256 tiles (<= 2048
   // rows: one wave at two blocks per SM) run on the one-token path, the whole matrix in

@@ -303,6 +303,13 @@ INSTANTIATE_TEST_SUITE_P(
         // Llama-3.2-3B's o_proj and down.
         LinearCase{1, 3072, 3072, Variant::kResidual},
         LinearCase{1, 3072, 8192, Variant::kResidualInPlace},
+        // Several tokens' gate/up on slots narrower than 2048 keys: Qwen2.5-0.5B's at 8
+        // tokens (896-key slots, one block per SM, 10 deep) and 3 (two blocks per SM, 3
+        // deep), Llama-3.2-3B's at 7 (two 1536-key slots a row, x staged, the ring
+        // fitted to two blocks per SM).
+        LinearCase{3, 4864, 896, Variant::kNormSwiglu},
+        LinearCase{8, 4864, 896, Variant::kNormSwiglu},
+        LinearCase{7, 8192, 3072, Variant::kNormSwiglu},
         // Biases: Qwen2.5-0.5B's and Qwen2.5-1.5B's q/k/v (1 and 4 tokens), and Llama's
         // attention_bias / mlp_bias on o_proj (in place), gate/up and down.
         LinearCase{1, 1152, 896, Variant::kNorm, true},
