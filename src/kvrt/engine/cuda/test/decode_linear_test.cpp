@@ -300,8 +300,10 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{1, 20000, 4096, Variant::kNormF32}, LinearCase{1, 5120, 3072, Variant::kNorm},
         LinearCase{1, 1152, 896, Variant::kNorm}, LinearCase{1, 896, 4864, Variant::kResidual},
         LinearCase{1, 151936, 896, Variant::kNormF32},
-        // Llama-3.2-3B's o_proj and down.
+        // Llama-3.2-3B's o_proj, gate/up and down (one token's rows of 3072 keys take the
+        // down class's geometry).
         LinearCase{1, 3072, 3072, Variant::kResidual},
+        LinearCase{1, 8192, 3072, Variant::kNormSwiglu},
         LinearCase{1, 3072, 8192, Variant::kResidualInPlace},
         // Several tokens' gate/up on slots narrower than 2048 keys: Qwen2.5-0.5B's at 8
         // tokens (896-key slots, one block per SM, 10 deep) and 3 (two blocks per SM, 3
