@@ -61,6 +61,7 @@ struct Shape {
   std::string name;
   int rows, in;
   bool norm, swiglu, residual;
+  int tokens = 1;
 };
 
 TraceChain linear_chain(const Shape& s, bool resident) {
@@ -69,10 +70,10 @@ TraceChain linear_chain(const Shape& s, bool resident) {
   const int copies = resident ? 1 : copies_for(w_bytes);
   auto weights =
       std::make_shared<std::vector<std::unique_ptr<Buffer>>>(rotation(w_bytes, copies, 1.0f / 64));
-  auto x = std::make_shared<Buffer>(static_cast<size_t>(s.in) * 2);
+  auto x = std::make_shared<Buffer>(static_cast<size_t>(s.tokens) * s.in * 2);
   auto gamma = std::make_shared<Buffer>(static_cast<size_t>(s.in) * 2);
-  auto y = std::make_shared<Buffer>(static_cast<size_t>(mats) * s.rows * 2);
-  auto res = std::make_shared<Buffer>(static_cast<size_t>(s.rows) * 2);
+  auto y = std::make_shared<Buffer>(static_cast<size_t>(s.tokens) * mats * s.rows * 2);
+  auto res = std::make_shared<Buffer>(static_cast<size_t>(s.tokens) * s.rows * 2);
   x->random(1.0f, 7);
   gamma->random(1.0f, 8);
   res->random(1.0f, 9);
@@ -86,7 +87,7 @@ TraceChain linear_chain(const Shape& s, bool resident) {
     DecodeLinear op;
     op.weight = (*weights)[static_cast<size_t>(i % copies)]->bf();
     op.input = x->bf();
-    op.tokens = 1;
+    op.tokens = s.tokens;
     op.rows = s.rows;
     op.in = s.in;
     op.norm_weight = s.norm ? gamma->bf() : nullptr;
@@ -254,6 +255,11 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
         out += trace_chain(timer, linear_chain(shape, resident), *clock_ghz);
       }
     }
+    // Several tokens' gate/up, whose time grows with the tokens at rows wider than 2048
+    // keys (x staged in shared memory).
+    const Shape gate_up_8{
+        name + " decode gate/up (norm+SwiGLU), 8 tokens", m.inter, m.hidden, true, true, false, 8};
+    out += trace_chain(timer, linear_chain(gate_up_8, false), *clock_ghz);
     // down under geometries that leave room for a block of the next launch beside this
     // launch's (measured slower than the library's choice): where their time goes.
     for (const auto& [keys, stages, per_sm] : {std::tuple{1024, 5, 1}, std::tuple{832, 4, 2}}) {
