@@ -191,52 +191,13 @@ __device__ __forceinline__ void load_staged_gamma(const Params& p, uint4 (&gamma
   }
 }
 
-// The normalizing half of staging x: given each thread's sums of squares per token over
-// the chunks it staged, normalizes xs in place with HF LlamaRMSNorm's rounding:
-// bf16(bf16(x * inv_rms) * gamma), `gamma` from load_staged_gamma. (Over chunks, not
-// elements: walking elements made each thread wait on one gamma load per token, ~2 us
-// at 8 tokens.)
-template <int kThreads, int kGamma, typename Sync>
-__device__ void normalize_staged_x(const Params& p, uint4* xs, float* scratch, int tid,
-                                   const float (&squares)[kMaxTokens], const uint4 (&gamma)[kGamma],
-                                   Sync sync) {
-  constexpr int kStageWarps = kThreads / 32;
-  const int warp = tid >> 5, lane = tid & 31;
-#pragma unroll
-  for (int token = 0; token < kMaxTokens; ++token) {
-    const float sum = warp_sum(squares[token]);
-    if (lane == 0) scratch[warp * kMaxTokens + token] = sum;
-  }
-  sync();
-  if (tid < p.tokens) {
-    float sum = 0.0f;
-    for (int w = 0; w < kStageWarps; ++w) sum += scratch[w * kMaxTokens + tid];
-    scratch[kStageWarps * kMaxTokens + tid] = rsqrtf(sum / static_cast<float>(p.in) + p.eps);
-  }
-  sync();
-  // Chunk-major, so each thread uses a gamma chunk once for all tokens.
-  const float* inv_rms = scratch + kStageWarps * kMaxTokens;
-  auto normalize_chunk = [&](int c, uint4 gv) {
-    for (int token = 0; token < p.tokens; ++token) {
-      uint4& slot = xs[token * p.x_stride + c];
-      slot = rms_normalize(slot, gv, inv_rms[token]);
-    }
-  };
-#pragma unroll
-  for (int m = 0; m < kGamma; ++m) {
-    const int c = tid + m * kThreads;
-    if (c < p.chunks) normalize_chunk(c, gamma[m]);
-  }
-  const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_w);
-  for (int c = tid + kGamma * kThreads; c < p.chunks; c += kThreads) {
-    normalize_chunk(c, norm_w[c]);
-  }
-}
-
 // Copies x into shared memory (one read of global memory, loads unrolled so several are
-// in flight), then, when kNorm, normalizes it in place (normalize_staged_x). kThreads
-// threads with ids `tid` take part; `sync` synchronizes exactly them. `scratch` holds
-// >= kWarps * 8 + 8 floats. The caller syncs before reading xs.
+// in flight), then, when kNorm, normalizes it in place with HF LlamaRMSNorm's rounding:
+// bf16(bf16(x * inv_rms) * gamma), `gamma` from load_staged_gamma. kThreads threads with
+// ids `tid` take part; `sync` synchronizes exactly them. `scratch` holds >= kWarps * 8 +
+// 8 floats. The caller syncs before reading xs. (The normalizing pass runs over chunks,
+// not elements: walking elements made each thread wait on one gamma load per token, ~2 us
+// at 8 tokens.)
 template <bool kNorm, int kThreads, int kBatch, int kGamma, typename Sync>
 __device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid,
                         const uint4 (&gamma)[kGamma], Sync sync) {
@@ -267,33 +228,38 @@ __device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid,
       }
     }
   }
-  if constexpr (kNorm) normalize_staged_x<kThreads>(p, xs, scratch, tid, squares, gamma, sync);
-}
-
-// stage_x through cp.async: every chunk of x in flight at once, however many, and no
-// registers held for them (the ring kernel's several tokens at rows past 2048 keys: 48
-// KB at 8 tokens of 3072 took two batches of loads, 7.2 us from the PDL wait to x
-// staged). Each thread sums the squares of the chunks it copied, once they landed.
-template <bool kNorm, int kThreads, int kGamma, typename Sync>
-__device__ void stage_x_async(const Params& p, uint4* xs, float* scratch, int tid,
-                              const uint4 (&gamma)[kGamma], Sync sync) {
-  const uint4* x = reinterpret_cast<const uint4*>(p.x);
-  const int total = p.tokens * p.chunks;
-  for (int i = tid; i < total; i += kThreads) {
-    const int token = i / p.chunks;
-    cp_async_16(xs + token * p.x_stride + (i - token * p.chunks), x + i, true);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
   if constexpr (kNorm) {
-    float squares[kMaxTokens] = {};
-    for (int i = tid; i < total; i += kThreads) {
-      const int token = i / p.chunks;
-      const float sum = sum_of_squares(xs[token * p.x_stride + (i - token * p.chunks)]);
+    constexpr int kStageWarps = kThreads / 32;
+    const int warp = tid >> 5, lane = tid & 31;
 #pragma unroll
-      for (int t = 0; t < kMaxTokens; ++t) squares[t] += t == token ? sum : 0.0f;
+    for (int token = 0; token < kMaxTokens; ++token) {
+      const float sum = warp_sum(squares[token]);
+      if (lane == 0) scratch[warp * kMaxTokens + token] = sum;
     }
-    normalize_staged_x<kThreads>(p, xs, scratch, tid, squares, gamma, sync);
+    sync();
+    if (tid < p.tokens) {
+      float sum = 0.0f;
+      for (int w = 0; w < kStageWarps; ++w) sum += scratch[w * kMaxTokens + tid];
+      scratch[kStageWarps * kMaxTokens + tid] = rsqrtf(sum / static_cast<float>(p.in) + p.eps);
+    }
+    sync();
+    // Chunk-major, so each thread uses a gamma chunk once for all tokens.
+    const float* inv_rms = scratch + kStageWarps * kMaxTokens;
+    auto normalize_chunk = [&](int c, uint4 gv) {
+      for (int token = 0; token < p.tokens; ++token) {
+        uint4& slot = xs[token * p.x_stride + c];
+        slot = rms_normalize(slot, gv, inv_rms[token]);
+      }
+    };
+#pragma unroll
+    for (int m = 0; m < kGamma; ++m) {
+      const int c = tid + m * kThreads;
+      if (c < p.chunks) normalize_chunk(c, gamma[m]);
+    }
+    const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_w);
+    for (int c = tid + kGamma * kThreads; c < p.chunks; c += kThreads) {
+      normalize_chunk(c, norm_w[c]);
+    }
   }
 }
 

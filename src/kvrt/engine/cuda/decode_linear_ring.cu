@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
     if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
-    stage_x_async<kNorm, kConsumers>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
+    stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
     consumer_sync();
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
