@@ -138,20 +138,20 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      set_decode_linear_tuning(v.qkv);
+      use_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false,
                                   false, qkv, s, layer->bias()));
-      set_decode_linear_tuning(DecodeLinearTuning{});
+      use_linear_tuning(DecodeLinearTuning{});
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
-      set_decode_linear_tuning(v.o_proj);
+      use_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
           linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
-      set_decode_linear_tuning(v.gate_up);
+      use_linear_tuning(v.gate_up);
       KVRT_RETURN_IF_ERROR(
           linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
-      set_decode_linear_tuning(v.down);
+      use_linear_tuning(v.down);
       KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
-      set_decode_linear_tuning(DecodeLinearTuning{});
+      use_linear_tuning(DecodeLinearTuning{});
     }
     DecodeLinear head;
     head.weight = lm_head.bf();
