@@ -62,15 +62,6 @@ inline DecodeLinearTuning ring_tuning(int stage_keys, int stages, int blocks_per
   return t;
 }
 
-// Fields every geometry the benchmark sets keeps unless it sets them itself
-// (kernels_bench --slots-before-input).
-inline DecodeLinearTuning g_linear_base;
-// set_decode_linear_tuning with g_linear_base's slots_before_input where `t` leaves it.
-inline void use_linear_tuning(DecodeLinearTuning t) {
-  if (t.slots_before_input <= 0) t.slots_before_input = g_linear_base.slots_before_input;
-  set_decode_linear_tuning(t);
-}
-
 inline int copies_for(size_t bytes) {
   return static_cast<int>(std::max<size_t>(2, (kRotateBytes + bytes - 1) / bytes));
 }

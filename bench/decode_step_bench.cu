@@ -138,20 +138,20 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      use_linear_tuning(v.qkv);
+      set_decode_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false,
                                   false, qkv, s, layer->bias()));
-      use_linear_tuning(DecodeLinearTuning{});
+      set_decode_linear_tuning(DecodeLinearTuning{});
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
-      use_linear_tuning(v.o_proj);
+      set_decode_linear_tuning(v.o_proj);
       KVRT_RETURN_IF_ERROR(
           linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
-      use_linear_tuning(v.gate_up);
+      set_decode_linear_tuning(v.gate_up);
       KVRT_RETURN_IF_ERROR(
           linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
-      use_linear_tuning(v.down);
+      set_decode_linear_tuning(v.down);
       KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
-      use_linear_tuning(DecodeLinearTuning{});
+      set_decode_linear_tuning(DecodeLinearTuning{});
     }
     DecodeLinear head;
     head.weight = lm_head.bf();

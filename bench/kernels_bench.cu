@@ -592,8 +592,6 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   const std::string& out_path = options.out_path;
   const bool quick = options.quick;
   g_sweep.enabled = options.sweep;
-  g_linear_base.slots_before_input = options.slots_before_input;
-  use_linear_tuning(DecodeLinearTuning{});
   Timer timer;
   timer.iters = std::max(1, options.iters);
   const std::vector<Model> models = select_models(options.models);

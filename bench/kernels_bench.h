@@ -13,9 +13,6 @@ struct KernelsBenchOptions {
   bool sweep = false;    // also every decode_linear geometry and attention/step variant
   bool quick = false;    // only the decode attention and decode step rows
   bool trace = false;    // only the decode_linear timelines (a KVRT_KERNEL_TRACE build)
-  // > 0: every ring launch issues this many W slots before its x is in (an experiment:
-  // DecodeLinearTuning::slots_before_input).
-  int slots_before_input = 0;
   // Model shapes to time, by name (kernels_bench_model_names()), or "all"; empty: the
   // two the kernel targets are stated for (TinyLlama-1.1B, Llama-3.2-1B).
   std::vector<std::string> models;

@@ -19,9 +19,6 @@ int main(int argc, char** argv) {
   app.add_flag("--trace", options.trace,
                "only the per-block timelines of the decode_linear chains (needs a build "
                "configured with -DKVRT_KERNEL_TRACE=ON)");
-  app.add_option("--slots-before-input", options.slots_before_input,
-                 "ring launches issue this many W slots before their x is in (0: all)")
-      ->check(CLI::Range(0, 16));
   std::string known;
   for (const std::string& name : kvrt::engine::cuda::kernels_bench_model_names()) {
     known += (known.empty() ? "" : ", ") + name;

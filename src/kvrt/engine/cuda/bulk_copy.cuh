@@ -77,10 +77,4 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Counts the calling warp in at barrier `id` without waiting for the others. A signal
-// only: it orders no memory (no clobber, so the compiler keeps its schedule around it).
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads));
-}
-
 }  // namespace kvrt::engine::cuda::detail

@@ -187,7 +187,6 @@ DecodeLinearTuning resolve_tuning(int tokens, int w_rows, int in, bool* fit_to_s
   if (o.split_k > 0) t.split_k = o.split_k;
   if (o.row_pad >= 0) t.row_pad = o.row_pad;
   if (o.one_token_x >= 0) t.one_token_x = o.one_token_x;
-  if (o.slots_before_input > 0) t.slots_before_input = o.slots_before_input;
   return t;
 }
 
@@ -247,7 +246,6 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   };
   set_slots(tuning.stage_keys);
   p.stages = std::clamp(tuning.stages, 2, kMaxStages);
-  p.slots_before_input = std::max(0, tuning.slots_before_input);
   while (p.stages > 2 && decode_linear_ring_smem(p) > kMaxBlockSmem) --p.stages;
   while (p.stage_keys > granule && decode_linear_ring_smem(p) > kMaxBlockSmem) {  // wide x
     set_slots(p.stage_keys / 2);

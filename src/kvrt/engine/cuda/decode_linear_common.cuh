@@ -88,9 +88,6 @@ struct Params {
   // Last: the fields every kernel reads keep their offsets, so a kernel without a bias
   // compiles to the same code whether or not this field exists.
   const bf16* bias;  // [rows] or [2 rows], or null
-  // Ring kernel: the producer issues this many slots, then waits until the consumers
-  // have x before it issues the rest (0: no wait).
-  int slots_before_input;
 #if KVRT_KERNEL_TRACE
   uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
 #endif

@@ -28,7 +28,6 @@ using namespace decode_linear;
 constexpr int kConsumers = kWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kConsumerBarrier = 1;        // named barrier of the consumer warps
-constexpr int kInputBarrier = 2;           // the consumers have x (slots_before_input)
 constexpr size_t kBarrierBytes = 2 * kMaxStages * sizeof(uint64_t);  // full[], empty[]
 
 __device__ __forceinline__ void consumer_sync() {
@@ -68,11 +67,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   const int first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * p.tiles / gridDim.x);
   const int end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
   const int total = (end - first) * p.parts;  // ring slots this block fills
-  // The consumers count in at kInputBarrier once they have x. With slots_before_input
-  // set, the producer meets them there after that many slots, holding the rest of the
-  // ring back (in flight, its copies would arrive ahead of x's loads); else, or when it
-  // has fewer slots, at its end. (Counted in only where needed, the consumers' flag for
-  // it made the register-x kernels spill.)
 
   KVRT_TRACE_BEGIN();
   if (threadIdx.x == 0) {
@@ -90,7 +84,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     // unpadded (`contiguous`), lane 0 copies the tile's rows in one run (SwiGLU: lane 0
     // the gate rows, lane 4 the up rows).
     for (int n = 0; n < total; ++n) {
-      if (n > 0 && n == p.slots_before_input) named_barrier(kInputBarrier, kThreads);
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
       const int tile = first + n / p.parts, k0 = (n % p.parts) * p.stage_keys;
@@ -106,9 +99,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       } else if (row >= 0 && (lane == 0 || (kGlu && lane == 4))) {
         bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot]);
       }
-    }
-    if (p.slots_before_input <= 0 || p.slots_before_input >= total) {
-      named_barrier(kInputBarrier, kThreads);
     }
     if (lane == 0) KVRT_TRACE(kTraceProducerDone);
     return;
@@ -148,7 +138,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     consumer_sync();
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
-  named_barrier_arrive(kInputBarrier, kThreads);
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
   // The epilogue: thread (token, j) writes output j of each tile; its addend (residual,
   // bias) is loaded a tile ahead.

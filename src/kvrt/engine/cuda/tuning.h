@@ -28,9 +28,6 @@ struct DecodeLinearTuning {
   // One token with x in registers: 1 loads it over all lanes of each warp and normalizes
   // it there (load_x_registers_one_token; the library's choice), 0 in token 0's lanes.
   int one_token_x = -1;
-  // kRing: W slots issued before the consumers have x, the rest once they have it, so
-  // that x's loads do not queue behind the ring's copies (0: every slot at once).
-  int slots_before_input = 0;
   // kDirect: W straight into registers.
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };

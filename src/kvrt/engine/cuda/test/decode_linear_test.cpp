@@ -186,13 +186,6 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
     t.one_token_x = over_all_lanes;
     return t;
   };
-  // The producer holding the ring back until x is in, after `slots` slots (fewer than,
-  // as many as, or more than a block's slots).
-  auto held = [&](int slots, int stage_keys, int stages, int contiguous, int per_sm) {
-    DecodeLinearTuning t = ring(stage_keys, stages, contiguous, per_sm);
-    t.slots_before_input = slots;
-    return t;
-  };
   auto direct = [](int split_k, int per_sm, int balanced = 1) {
     DecodeLinearTuning t;
     t.balanced_grid = balanced;
@@ -217,10 +210,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
                                         ring(1024, 4, 0, 2, 1, 64),
                                         ring(96, 3, 0, 1, 1, 0),
                                         one_token_x(0, 3, 1),
-                                        one_token_x(1, 2, 2),
-                                        held(1, 1024, 4, 0, 2),
-                                        held(2, 2048, 3, 1, 1),
-                                        held(5, 256, 8, 0, 1)};
+                                        one_token_x(1, 2, 2)};
   const LinearCase cases[] = {
       {1, 2560, 2048, Variant::kNorm},
       {1, 300, 5632, Variant::kResidual},
@@ -271,9 +261,8 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
           tuning.kernel == DecodeLinearKernel::kRing ? "ring" : "direct", "_stage_keys",
           tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_pad",
           tuning.row_pad, "_split_k", tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced",
-          tuning.balanced_grid, "_one_token_x", tuning.one_token_x, "_held",
-          tuning.slots_before_input, "_t", c.tokens, "_rows", c.rows, "_in", c.in, "_",
-          variant_name(c.variant), c.bias ? "_bias" : ""));
+          tuning.balanced_grid, "_one_token_x", tuning.one_token_x, "_t", c.tokens, "_rows", c.rows,
+          "_in", c.in, "_", variant_name(c.variant), c.bias ? "_bias" : ""));
       check_linear(c);
     }
   }
