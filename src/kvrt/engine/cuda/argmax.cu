@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "kvrt/engine/cuda/device_common.cuh"
+#include "kvrt/engine/cuda/launch.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -105,6 +106,9 @@ Status argmax(const float* logits, int rows, int vocab, void* workspace, size_t 
   }
   if (rows < 1 || vocab < 1) {
     return invalid_argument("argmax: rows and vocab must be positive, got ", rows, " and ", vocab);
+  }
+  if (!is_aligned(workspace, alignof(float))) {
+    return invalid_argument("argmax: workspace must be 4-byte aligned (it holds floats)");
   }
   if (workspace_bytes < argmax_workspace_bytes(rows, vocab)) {
     return invalid_argument(

@@ -629,6 +629,11 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
       !is_aligned(op.workspace, 16)) {
     return invalid_argument("decode_attention: q, caches and workspace must be 16-byte aligned");
   }
+  // The split merge stores 4 outputs at a time; a misaligned out would fault on the device
+  // (and leave the context unusable) rather than fail here.
+  if (!is_aligned(op.out, 8)) {
+    return invalid_argument("decode_attention: out must be 8-byte aligned");
+  }
   Params p{};
   p.q = op.q;
   p.k = op.k_cache;

@@ -203,7 +203,7 @@ struct DecodeAttention {
   bf16* k_cache = nullptr;            // [kv_heads, max_seq, head_dim]
   bf16* v_cache = nullptr;            // [kv_heads, max_seq, head_dim]
   const int32_t* position = nullptr;  // [1], device: the query's position
-  bf16* out = nullptr;                // [q_heads, head_dim]
+  bf16* out = nullptr;                // [q_heads, head_dim], 8-byte aligned
   int q_heads = 0;
   int kv_heads = 0;
   int head_dim = 0;

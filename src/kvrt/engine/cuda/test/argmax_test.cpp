@@ -72,5 +72,16 @@ TEST(ArgmaxSpecialValues, NanWinsAndAllMinusInfinityGivesZero) {
   EXPECT_EQ(got[1], 4321);
 }
 
+// Argument checks happen before any device work, so they run without a GPU too.
+TEST(ArgmaxArguments, MisalignedWorkspaceIsRejectedNamingIt) {
+  alignas(16) static float host[64];
+  int32_t out = 0;
+  void* workspace = reinterpret_cast<char*>(host) + 2;  // not where a float can live
+  const Status status = argmax(host, 1, 8, workspace, sizeof(host) - 2, &out, nullptr);
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("workspace must be 4-byte aligned"), std::string::npos)
+      << status.to_string();
+}
+
 }  // namespace
 }  // namespace kvrt::engine::cuda

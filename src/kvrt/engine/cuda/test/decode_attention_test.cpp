@@ -243,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionFusedRope,
 // Argument checks happen before any device work, so they run without a GPU too. A
 // valid-looking op over host memory, for each test to break one way.
 DecodeAttention host_op() {
-  alignas(16) static uint16_t host[64];
+  alignas(16) static uint16_t host[256];  // room for the workspace of one head, one split
   DecodeAttention op;
   op.q = reinterpret_cast<const bf16*>(host);
   op.k_cache = op.v_cache = reinterpret_cast<bf16*>(host);
@@ -269,6 +269,15 @@ TEST(DecodeAttentionArguments, GroupThatDoesNotDivideIsRejected) {
   op.q_heads = 6;
   op.kv_heads = 4;
   EXPECT_EQ(decode_attention(op, nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(DecodeAttentionArguments, MisalignedOutputIsRejectedNamingOut) {
+  DecodeAttention op = host_op();
+  op.out += 1;  // 2-byte aligned: the split merge's 8-byte stores would fault
+  const Status status = decode_attention(op, nullptr);
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("out must be 8-byte aligned"), std::string::npos)
+      << status.to_string();
 }
 
 TEST(DecodeAttentionArguments, TooManySplitsAreRejected) {
