@@ -586,7 +586,11 @@ Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq) {
   // also about a block per multiprocessor, in whole batches of the merge's 16 splits:
   // with two kv heads (Qwen2.5) 64 splits at 32768 keys rather than 32, 14.2 -> 11.1 us
   // and 26.8 -> 21.4 (docs/kernels-notes.md, *Other models*).
-  int splits = std::max({16, ceil_div(sms, 4 * blocks_per_split), ceil_div(max_seq, 1024)});
+  // The quarter of the SMs in whole batches of the merge's 16 splits: a 17th split costs
+  // the last block a second trip for its partials (two kv heads: 17 splits -> 16).
+  int quarter = ceil_div(sms, 4 * blocks_per_split);
+  if (quarter > 16) quarter = quarter / 16 * 16;
+  int splits = std::max({16, quarter, ceil_div(max_seq, 1024)});
   if (max_seq > 16 * 1024) splits = std::max(splits, sms / blocks_per_split / 16 * 16);
   return std::clamp(std::min(splits, ceil_div(max_seq, kChunkKeys)), 1, kMaxSplits);
 }
