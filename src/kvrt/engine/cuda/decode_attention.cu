@@ -191,38 +191,31 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
   return old;
 }
 
-// The last block's merge: `lanes` adjacent threads (1, 2, 4 or 8: merge_lanes) take one
-// (head, 4 output columns) item, lane l walking batches l, l + lanes, ... of 16 splits
-// whose (max, sum) and partial outputs are all loaded at once — one round trip to L2 per
-// batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us against loading the maxima first, then
-// the outputs in two batches) — merging each batch into a running softmax; the lanes
-// then meet through shuffles, so several batches cost one trip, not one each. An empty
-// split (max -inf, sum 0) weighs nothing.
+// The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
+// ... and walks the splits in batches of 16 whose (max, sum) and partial outputs are all
+// loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
+// against loading the maxima first, then the outputs in two batches) — merging each
+// batch into a running softmax; an empty split (max -inf, sum 0) weighs nothing.
 template <int kDim, int kThreads, typename OnLoaded>
-__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads, int lanes,
+__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads,
                                              OnLoaded on_loaded) {
   constexpr int kBatch = 16, kColumns = kDim / 4;
-  const int items = heads * kColumns, lane_of_item = threadIdx.x % lanes;
-  // Every thread runs every pass (the shuffles need the whole warp); past the items a
-  // thread merges nothing and stores nothing.
-  for (int base = 0; base < items; base += kThreads / lanes) {
-    const int item = base + static_cast<int>(threadIdx.x) / lanes;
-    const bool live = item < items;
-    const int r = live ? item / kColumns : 0, d4 = live ? item - r * kColumns : 0;
+  for (int item = threadIdx.x; item < heads * kColumns; item += kThreads) {
+    const int r = item / kColumns, d4 = item - r * kColumns;
     const size_t first_slot = static_cast<size_t>(head0 + r) * p.splits;
     const float2* ml = p.part_ml + first_slot;
     const float4* o = reinterpret_cast<const float4*>(p.part_o) + first_slot * kColumns + d4;
     float running_max = -INFINITY, total = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0 = lane_of_item * kBatch; s0 < p.splits; s0 += lanes * kBatch) {
+    for (int s0 = 0; s0 < p.splits; s0 += kBatch) {
       float2 split_ml[kBatch];
       float4 split_o[kBatch];
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        const bool in = live && s0 + k < p.splits;
-        split_ml[k] = in ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
-        split_o[k] = in ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
-                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const bool live = s0 + k < p.splits;
+        split_ml[k] = live ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
+        split_o[k] = live ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
       // An empty split (and a missing one) has max -inf, sum 0 and zero outputs, so its
       // weight exp2(-inf) is 0 without a test; the maxima meet in a tree, not a chain.
@@ -250,35 +243,11 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
       }
       running_max = batch_max;
     }
-    for (int offset = lanes / 2; offset > 0; offset >>= 1) {
-      const float other_max = __shfl_xor_sync(0xffffffffu, running_max, offset);
-      const float other_total = __shfl_xor_sync(0xffffffffu, total, offset);
-      const float4 other = make_float4(
-          __shfl_xor_sync(0xffffffffu, acc.x, offset), __shfl_xor_sync(0xffffffffu, acc.y, offset),
-          __shfl_xor_sync(0xffffffffu, acc.z, offset), __shfl_xor_sync(0xffffffffu, acc.w, offset));
-      const float both = fmaxf(running_max, other_max);
-      if (both == -INFINITY) continue;  // neither lane has merged a split yet
-      const float mine = exp2f(running_max - both), theirs = exp2f(other_max - both);
-      total = total * mine + other_total * theirs;
-      acc = make_float4(acc.x * mine + other.x * theirs, acc.y * mine + other.y * theirs,
-                        acc.z * mine + other.z * theirs, acc.w * mine + other.w * theirs);
-      running_max = both;
-    }
-    if (!live || lane_of_item != 0) continue;
     const float inv = total > 0.0f ? 1.0f / total : 0.0f;
     bf16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
     *reinterpret_cast<uint2*>(out) =
         make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
   }
-}
-
-// Lanes per item of the last block's merge: the fewest that walk the splits' batches in
-// one trip, as far as the block's threads (and 8 lanes) go without another pass.
-__device__ __forceinline__ int merge_lanes(int splits, int items, int threads) {
-  const int batches = ceil_div(splits, 16);
-  int lanes = 1;
-  while (lanes < batches && lanes < 8 && items * 2 * lanes <= threads) lanes *= 2;
-  return lanes;
 }
 
 // Two blocks per multiprocessor (this launch's and the next) where their shared memory
@@ -545,10 +514,9 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeStart);
 
-  merge_splits<kDim, kThreads>(p, head0, heads, merge_lanes(p.splits, heads * kDim / 4, kThreads),
-                               [&] {
-                                 if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
-                               });
+  merge_splits<kDim, kThreads>(p, head0, heads, [&] {
+    if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
+  });
   if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
   KVRT_TRACE_END(p.trace);
 }
