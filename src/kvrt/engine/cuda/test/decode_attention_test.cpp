@@ -121,6 +121,8 @@ std::vector<DecodeCase> decode_cases() {
   cases.push_back({64, 8, 32768, 0});  // a long cache: many tiles per block
   cases.push_back({80, 1, 4096, 512});
   cases.push_back({64, 16, 4096, 512});  // the largest merge: 16 heads x 512 splits
+  // The last block's merge over three 16-split batches, the last one partial.
+  cases.push_back({64, 8, 4096, 40});
   // head_dim 128 on 4 warps: a grid (2 kv heads x 100 splits) past one wave of the 8-warp
   // blocks, one per multiprocessor.
   cases.push_back({128, 4, 4096, 100});
