@@ -221,8 +221,9 @@ struct DecodeAttention {
   const float* rope_inv_freq = nullptr;  // [head_dim/2], rope_inv_freq()
   float rope_attention_scaling = 1.0f;
 };
-// A split count measured to suit the device: ~16, slices of at most ~1024 keys of
-// max_seq, at least half the multiprocessors busy; <= 512.
+// A split count measured to suit the device: 16, slices of at most ~1024 keys of
+// max_seq, at least a quarter of the multiprocessors busy, beyond 16k keys about a
+// block per multiprocessor (the last two in whole batches of 16 splits); <= 512.
 Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq);
 size_t decode_attention_workspace_bytes(int q_heads, int head_dim, int splits);
 size_t decode_attention_counter_bytes(int q_heads);
