@@ -47,13 +47,13 @@ constexpr int kMaxSplits = 512;  // bounds the workspace and the last block's wa
 // 128-key tiles, 2 deep: the 256 keys a block holds at 4096 tokens land at once and are
 // scored in one pass; up to head_dim 96 two such blocks (of this launch and the next) fit
 // on a multiprocessor, at 128 one. 4 warps over 64-key tiles, 3 deep: two blocks at every
-// head_dim (run() picks). kStageCount > 0 sets a deeper ring for long slices.
-template <int kDim, int kWarpCount, int kStageCount = 0>
+// head_dim (run() picks).
+template <int kDim, int kWarpCount>
 struct Geometry {
   static constexpr int kWarps = kWarpCount;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kTileKeys = kWarps * 16;
-  static constexpr int kStages = kStageCount > 0 ? kStageCount : kWarps == 8 ? 2 : 3;
+  static constexpr int kStages = kWarps == 8 ? 2 : 3;
   // [16 query rows][new K row][new V row][kStages K tiles][kStages V tiles], padded rows.
   static constexpr size_t kSmem =
       static_cast<size_t>(kRows + 2 + 2 * kStages * kTileKeys) * (kDim + 8) * sizeof(bf16);
@@ -253,11 +253,11 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
 // Two blocks per multiprocessor (this launch's and the next) where their shared memory
 // allows: caps the registers that the merge's loads in flight would otherwise raise past
 // what two blocks can hold.
-template <int kDim, int kWarpCount, int kStageCount>
-__global__ void __launch_bounds__(Geometry<kDim, kWarpCount, kStageCount>::kThreads,
-                                  Geometry<kDim, kWarpCount, kStageCount>::kMinBlocks)
+template <int kDim, int kWarpCount>
+__global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
+                                  Geometry<kDim, kWarpCount>::kMinBlocks)
     decode_attention_kernel(const Params p) {
-  using G = Geometry<kDim, kWarpCount, kStageCount>;
+  using G = Geometry<kDim, kWarpCount>;
   constexpr int kWarps = G::kWarps, kThreads = G::kThreads, kTileKeys = G::kTileKeys;
   constexpr int kStride = kDim + 8, kStages = G::kStages;
   constexpr int kTileElems = kTileKeys * kStride;
@@ -522,10 +522,10 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount, kStageCount>::kThre
 }
 
 // Whether a grid of `blocks` runs in one wave of this geometry's blocks.
-template <int kDim, int kWarps, int kStages = 0>
+template <int kDim, int kWarps>
 Result<bool> one_wave(int64_t blocks) {
-  using G = Geometry<kDim, kWarps, kStages>;
-  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim, kWarps, kStages>);
+  using G = Geometry<kDim, kWarps>;
+  const void* key = reinterpret_cast<const void*>(decode_attention_kernel<kDim, kWarps>);
   KVRT_RETURN_IF_ERROR(allow_shared_memory(key, G::kSmem, "decode_attention"));
   KVRT_ASSIGN_OR_RETURN(int per_sm, resident_blocks(key, G::kThreads, G::kSmem));
   KVRT_ASSIGN_OR_RETURN(int sms, sm_count());
@@ -533,9 +533,9 @@ Result<bool> one_wave(int64_t blocks) {
 }
 
 // `single_wave`: the grid runs in one wave of this geometry's blocks (one_wave).
-template <int kDim, int kWarps, int kStages = 0>
+template <int kDim, int kWarps>
 Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t stream) {
-  using G = Geometry<kDim, kWarps, kStages>;
+  using G = Geometry<kDim, kWarps>;
   // The next kernel (o_proj, in a decode step) may launch at once when the grid runs in
   // one wave: its blocks then stream their weights beside these. With several waves its
   // parked blocks would take the slots of this grid's later waves.
@@ -547,8 +547,8 @@ Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t st
 #if KVRT_KERNEL_TRACE
   p.trace = trace_rows_for_next_launch(static_cast<int>(grid.x * grid.y));
 #endif
-  return launch(decode_attention_kernel<kDim, kWarps, kStages>, grid, dim3(G::kThreads), G::kSmem,
-                stream, "decode_attention", p);
+  return launch(decode_attention_kernel<kDim, kWarps>, grid, dim3(G::kThreads), G::kSmem, stream,
+                "decode_attention", p);
 }
 
 // Up to head_dim 80 always 8 warps; 96 4. At 128, 8 warps where the grid runs in one wave
@@ -561,16 +561,6 @@ Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y;
   constexpr int kWarps = kDim == 96 ? 4 : 8;  // 96: not measured with 8 warps
-  if constexpr (kDim == 64) {
-    // Slices longer than the 8-warp ring (256 keys) stream tile after tile, one tile in
-    // flight while another is scored: a 5-deep ring of 64-key tiles keeps four in
-    // flight, still two blocks per SM.
-    const int longest_slice = ceil_div(ceil_div(op.max_seq, p.splits), kChunkKeys) * kChunkKeys;
-    if (longest_slice > Geometry<kDim, 8>::kStages * Geometry<kDim, 8>::kTileKeys) {
-      KVRT_ASSIGN_OR_RETURN(bool deep_single_wave, (one_wave<kDim, 4, 5>(blocks)));
-      return run_geometry<kDim, 4, 5>(grid, deep_single_wave, p, stream);
-    }
-  }
   KVRT_ASSIGN_OR_RETURN(bool single_wave, (one_wave<kDim, kWarps>(blocks)));
   if constexpr (kDim == 128) {
     if (!single_wave) {
