@@ -21,12 +21,9 @@
 //          holds the position writes the new K/V row to the cache, as rope_kv_write would
 //   end:   the warps and the new row merge in shared memory. With one split the block
 //          writes the output; otherwise it writes (max, sum, unnormalized output) per
-//          head and counts itself done on a per-group counter in the workspace, and one
-//          block of the group merges the splits that hold keys (known from the position,
-//          so an empty slice writes nothing). Where the grid runs in one wave that is
-//          the block of the newest key, which keeps its own partial in shared memory and
-//          waits for the count; otherwise the last block to count itself done. Either
-//          way the counter goes back to zero
+//          head and counts itself done on a per-group counter in the workspace, and the
+//          last block of the group merges every split (the counter wraps back to zero);
+//          an empty slice writes sum 0 and zero outputs, so the merge reads no stale data
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -82,7 +79,6 @@ struct Params {
   const float* rope_inv_freq;  // null: q and the new row are rotated and written already
   float rope_scaling;
   int q_heads, kv_heads;
-  bool newest_merges;     // one wave: the newest key's block merges (see the kernel's end)
   bool prefetch_history;  // read position and rows < position before the PDL wait
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
 #if KVRT_KERNEL_TRACE
@@ -92,15 +88,12 @@ struct Params {
 
 std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
 
-// The slice [*start, *end) of the live cache that `split` reduces, and how many splits
-// hold keys: slices [0, *live) are not empty, and the last of them holds the newest key.
-__device__ __forceinline__ void slice(const Params& p, int pos, int split, int* start, int* end,
-                                      int* live) {
+// The slice [*start, *end) of the live cache that `split` reduces.
+__device__ __forceinline__ void slice(const Params& p, int pos, int split, int* start, int* end) {
   const int len = pos < 0 ? 0 : min(pos + 1, p.max_seq);
   const int chunk = ceil_div(ceil_div(len, p.splits), kChunkKeys) * kChunkKeys;
   *start = min(split * chunk, len);
   *end = min(*start + chunk, len);
-  *live = len == 0 ? 0 : ceil_div(len, chunk);
 }
 
 // Copies the block's query rows (zero past `heads`) and, when `k_src` is set, the new K
@@ -198,27 +191,13 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
   return old;
 }
 
-// Counts a block done without waiting for the old value; release: the block's partial
-// stores (ordered before it by a barrier) are visible to whoever acquires the count.
-__device__ __forceinline__ void count_done_release(unsigned* counter) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-}
-
-__device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
-  unsigned value;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(counter) : "memory");
-  return value;
-}
-
-// The merge: thread i takes the (head, 4 output columns) items i, i + threads, ... and
-// walks the splits that hold keys, [0, live), in batches of 16 whose (max, sum) and
-// partial outputs are all loaded at once — one round trip to L2 per batch (TinyLlama at
-// 4096 keys: 7.4 -> 6.6 us against loading the maxima first, then the outputs in two
-// batches) — merging each batch into a running softmax. Split `own` (the merging
-// block's, or -1) starts it from own_o / own_ml, which this same thread wrote.
+// The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
+// ... and walks the splits in batches of 16 whose (max, sum) and partial outputs are all
+// loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
+// against loading the maxima first, then the outputs in two batches) — merging each
+// batch into a running softmax; an empty split (max -inf, sum 0) weighs nothing.
 template <int kDim, int kThreads, typename OnLoaded>
-__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads, int live,
-                                             int own, const float4* own_o, const float2* own_ml,
+__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads,
                                              OnLoaded on_loaded) {
   constexpr int kBatch = 16, kColumns = kDim / 4;
   for (int item = threadIdx.x; item < heads * kColumns; item += kThreads) {
@@ -228,23 +207,18 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
     const float4* o = reinterpret_cast<const float4*>(p.part_o) + first_slot * kColumns + d4;
     float running_max = -INFINITY, total = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (own >= 0) {
-      running_max = own_ml[item].x;
-      total = own_ml[item].y;
-      acc = own_o[item];
-    }
-    for (int s0 = 0; s0 < live; s0 += kBatch) {
+    for (int s0 = 0; s0 < p.splits; s0 += kBatch) {
       float2 split_ml[kBatch];
       float4 split_o[kBatch];
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        const bool load = s0 + k < live && s0 + k != own;
-        split_ml[k] = load ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
-        split_o[k] = load ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
+        const bool live = s0 + k < p.splits;
+        split_ml[k] = live ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
+        split_o[k] = live ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
-      // A split not loaded has max -inf, sum 0 and zero outputs, so its weight
-      // exp2(-inf) is 0 without a test; the maxima meet in a tree, not a chain.
+      // An empty split (and a missing one) has max -inf, sum 0 and zero outputs, so its
+      // weight exp2(-inf) is 0 without a test; the maxima meet in a tree, not a chain.
       static_assert(kBatch == 16);
       float half[8], quarter[4];
 #pragma unroll
@@ -254,7 +228,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
       const float batch_max =
           fmaxf(fmaxf(running_max, fmaxf(quarter[0], quarter[2])), fmaxf(quarter[1], quarter[3]));
       if (s0 == 0) on_loaded();
-      if (batch_max == -INFINITY) continue;                  // nothing merged yet
+      if (batch_max == -INFINITY) continue;                  // only empty splits so far
       const float rescale = exp2f(running_max - batch_max);  // 0 while nothing merged
       total *= rescale;
       acc = make_float4(acc.x * rescale, acc.y * rescale, acc.z * rescale, acc.w * rescale);
@@ -299,10 +273,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   static_assert(kWarps * kRows * kMergeStride * sizeof(float) <=
                 kStages * kTileElems * sizeof(bf16));
   static_assert(2 * kWarps * kRows * sizeof(float) <= kRows * kStride * sizeof(bf16));
-  // The merging block's own partial waits in the V tiles, free after the main loop.
-  constexpr int kQuads = kDim / 4;
-  static_assert(kRows * kQuads * (sizeof(float4) + sizeof(float2)) <=
-                kStages * kTileElems * sizeof(bf16));
   extern __shared__ uint4 decode_smem[];
   bf16* qs = reinterpret_cast<bf16*>(decode_smem);  // [16][kStride]
   bf16* k_new = qs + kRows * kStride;               // [kStride]
@@ -311,7 +281,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   bf16* vs = ks + kStages * kTileElems;             // [kStages][kTileKeys][kStride]
   __shared__ float new_score[kRows];
   __shared__ float rope_cs[kDim];  // cos [0, kDim/2), sin [kDim/2, kDim)
-  __shared__ bool counted_last;
+  __shared__ bool last_block;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -331,9 +301,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   const float inv_freq = angle_lane ? __ldg(p.rope_inv_freq + threadIdx.x) : 0.0f;
   if (!p.prefetch_history) pdl_wait();
   const int pos = *p.position;
-  int start, end, live;
-  slice(p, pos, split, &start, &end, &live);
-  const bool newest = p.newest_merges && split == max(live - 1, 0);
+  int start, end;
+  slice(p, pos, split, &start, &end);
   // Rows [start, history_end) are history; the row at `pos`, when it lies in this slice
   // (and in the cache), is the one this step wrote.
   const bool has_new = pos >= start && pos < end;
@@ -364,8 +333,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
   float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kMergeStride]
-  float4* own_o = reinterpret_cast<float4*>(vs);  // [16 x kQuads], by item
-  float2* own_ml = reinterpret_cast<float2*>(own_o + kRows * kQuads);
   if (start < end) {
     // With rope the new row is still in the qkv row (k heads after the q heads, then v).
     const bf16* k_src = nullptr;
@@ -465,8 +432,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     }
     __syncthreads();
     // Thread i takes 4 output columns of a head: the warps' weights once per 4 columns,
-    // 16-byte loads and stores. It also merges those columns across the splits
-    // (merge_splits), so the merging block's own partial needs no barrier.
+    // 16-byte loads and stores.
+    constexpr int kQuads = kDim / 4;
     for (int i = threadIdx.x; i < heads * kQuads; i += kThreads) {
       const int r = i / kQuads, d = (i - r * kQuads) * 4;
       // The slice is not empty: the first key's warp or the new row has a finite max.
@@ -499,9 +466,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
         const float inv = 1.0f / sum;
         *reinterpret_cast<uint2*>(p.out + static_cast<size_t>(head0 + r) * kDim + d) =
             make_uint2(pack_bf16(out.x * inv, out.y * inv), pack_bf16(out.z * inv, out.w * inv));
-      } else if (newest) {
-        own_o[i] = out;
-        own_ml[i] = make_float2(block_max, sum);
       } else {
         const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
         *reinterpret_cast<float4*>(p.part_o + slot * kDim + d) = out;
@@ -511,6 +475,13 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   } else if (p.splits == 1) {  // nothing live (position < 0): zeros, as an empty softmax
     for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
       p.out[static_cast<size_t>(head0) * kDim + i] = __float2bfloat16(0.0f);
+    }
+  } else {  // an empty slice (a short cache): weight zero, and outputs the merge may read
+    for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
+      const int r = i / kDim, d = i - r * kDim;
+      const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
+      p.part_o[slot * kDim + d] = 0.0f;
+      if (d == 0) p.part_ml[slot] = make_float2(-INFINITY, 0.0f);
     }
   }
   // Late: only now may the next kernel's blocks take SM slots (with several waves, blocks
@@ -524,46 +495,26 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     return;
   }
 
-  // One block of the head group merges. One thread per block counts it done; barriers
-  // order every thread's partial stores before the count's release, and the merging
-  // block's partial loads (L2, not L1: __ldcg) after its acquire — cheaper than a fence
-  // in every thread on both sides (TinyLlama alone at 4096 keys 7.04 -> 6.69 µs).
-  //  - One wave: the newest key's block, usually the group's last to finish (it also
-  //    scores the new row), merges without storing its own partial. The others with
-  //    keys count themselves done without waiting for the count, and it waits until all
-  //    have. (With several waves it could wait on a block not yet resident behind it.)
-  //  - Otherwise every block counts itself with an atomic that returns the count, and
-  //    the last one merges; the counter wraps to zero.
+  // The last block of this head group to finish merges all splits. One thread counts the
+  // block done with an acquire-release atomic: the barrier before it orders every
+  // thread's partial stores ahead of its release, and the barrier after it orders the
+  // last block's partial loads (L2, not L1: __ldcg) after its acquire. Cheaper than a
+  // fence in every thread on both sides (TinyLlama alone at 4096 keys 7.04 -> 6.69 µs).
   __syncthreads();
-  unsigned* counter = &p.counters[blockIdx.y];
-  bool merges = newest;
-  if (p.newest_merges) {
-    if (threadIdx.x == 0) {
-      if (newest) {
-        while (load_acquire(counter) != static_cast<unsigned>(max(live - 1, 0))) __nanosleep(32);
-        *counter = 0;  // every other block has counted
-      } else if (start < end) {
-        count_done_release(counter);
-      }
-    }
-    if (newest) __syncthreads();
-  } else {
-    if (threadIdx.x == 0) {
-      const unsigned before = atomic_inc_acq_rel(counter, p.splits - 1);
-      counted_last = before == static_cast<unsigned>(p.splits - 1);
-    }
-    __syncthreads();
-    merges = counted_last;
+  if (threadIdx.x == 0) {
+    const unsigned before = atomic_inc_acq_rel(&p.counters[blockIdx.y], p.splits - 1);
+    last_block = before == static_cast<unsigned>(p.splits - 1);
   }
+  __syncthreads();
   if (threadIdx.x == 0) KVRT_TRACE(kTraceCounterTaken);
-  if (!merges) {
+  if (!last_block) {
     if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
     KVRT_TRACE_END(p.trace);
     return;
   }
   if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeStart);
 
-  merge_splits<kDim, kThreads>(p, head0, heads, live, newest ? split : -1, own_o, own_ml, [&] {
+  merge_splits<kDim, kThreads>(p, head0, heads, [&] {
     if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
   });
   if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
@@ -593,7 +544,6 @@ Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t st
     next = single_wave ? DependentLaunch::kEarly : DependentLaunch::kLate;
   }
   p.early_dependents = next == DependentLaunch::kEarly;
-  p.newest_merges = single_wave;
 #if KVRT_KERNEL_TRACE
   p.trace = trace_rows_for_next_launch(static_cast<int>(grid.x * grid.y));
 #endif
