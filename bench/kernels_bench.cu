@@ -457,36 +457,9 @@ void bench_small_ops(Timer& timer, Report& report, const Model& m) {
   cudaFree(ids);
 }
 
-void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model& m, int tokens) {
+// Causal prefill attention over `tokens` queries at positions 0..tokens-1.
+void bench_prefill_attention(Timer& timer, Report& report, const Model& m, int tokens) {
   const int dim = m.head_dim, width = (m.q_heads + 2 * m.kv_heads) * dim;
-  Buffer x(static_cast<size_t>(tokens) * std::max(m.hidden, m.inter) * 2);
-  Buffer w(static_cast<size_t>(2) * m.inter * m.hidden * 2);
-  Buffer y(static_cast<size_t>(tokens) * 2 * m.inter * 2);
-  x.random(1.0f, 10);
-  w.random(1.0f / 64, 11);
-  Buffer bias(static_cast<size_t>(width) * 2);
-  bias.random(1.0f, 18);
-  struct Gemm {
-    const char* name;
-    int rows, in;
-    bool bias;
-  };
-  const Gemm gemms[] = {{"prefill linear qkv", width, m.hidden, m.qkv_bias},
-                        {"prefill linear gate/up", 2 * m.inter, m.hidden, false},
-                        {"prefill linear down", m.hidden, m.inter, false}};
-  for (const Gemm& g : gemms) {
-    const auto us = timer.ours(
-        [&](int, cudaStream_t s) {
-          return lt.run(w.bf(), x.bf(), tokens, g.rows, g.in, nullptr, y.bf(), s,
-                        g.bias ? bias.bf() : nullptr);
-        },
-        8);
-    char shape[128];
-    std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, g.rows, g.in,
-                  g.bias ? " +bias" : "");
-    report.compute(m.name, g.name, shape, 2.0 * tokens * g.rows * g.in, us, "cuBLASLt itself");
-  }
-
   const int max_seq = tokens;
   Buffer k(static_cast<size_t>(m.kv_heads) * max_seq * dim * 2),
       v(static_cast<size_t>(m.kv_heads) * max_seq * dim * 2),
@@ -526,6 +499,39 @@ void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model&
   std::snprintf(shape, sizeof(shape), "T=%d causal, %dq/%dkv heads, d%d", tokens, m.q_heads,
                 m.kv_heads, dim);
   report.compute(m.name, "prefill attention", shape, flops, us, "mma.sync bf16");
+}
+
+void bench_prefill(Timer& timer, Report& report, PrefillLinear& lt, const Model& m, int tokens) {
+  const int dim = m.head_dim, width = (m.q_heads + 2 * m.kv_heads) * dim;
+  Buffer x(static_cast<size_t>(tokens) * std::max(m.hidden, m.inter) * 2);
+  Buffer w(static_cast<size_t>(2) * m.inter * m.hidden * 2);
+  Buffer y(static_cast<size_t>(tokens) * 2 * m.inter * 2);
+  x.random(1.0f, 10);
+  w.random(1.0f / 64, 11);
+  Buffer bias(static_cast<size_t>(width) * 2);
+  bias.random(1.0f, 18);
+  struct Gemm {
+    const char* name;
+    int rows, in;
+    bool bias;
+  };
+  const Gemm gemms[] = {{"prefill linear qkv", width, m.hidden, m.qkv_bias},
+                        {"prefill linear gate/up", 2 * m.inter, m.hidden, false},
+                        {"prefill linear down", m.hidden, m.inter, false}};
+  for (const Gemm& g : gemms) {
+    const auto us = timer.ours(
+        [&](int, cudaStream_t s) {
+          return lt.run(w.bf(), x.bf(), tokens, g.rows, g.in, nullptr, y.bf(), s,
+                        g.bias ? bias.bf() : nullptr);
+        },
+        8);
+    char shape[128];
+    std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s", tokens, g.rows, g.in,
+                  g.bias ? " +bias" : "");
+    report.compute(m.name, g.name, shape, 2.0 * tokens * g.rows * g.in, us, "cuBLASLt itself");
+  }
+
+  bench_prefill_attention(timer, report, m, tokens);
 
   Buffer hidden(static_cast<size_t>(tokens) * m.hidden * 2),
       gamma(static_cast<size_t>(m.hidden) * 2);
@@ -664,6 +670,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     bench_decode_attention(timer, report, m, 32768);
     bench_small_ops(timer, report, m);
     bench_prefill(timer, report, **lt, m, 512);
+    bench_prefill_attention(timer, report, m, 4096);  // a long prompt
     bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
   }
   check(cudaStreamSynchronize(timer.stream), "final sync");
