@@ -1,18 +1,12 @@
 // Prefill attention: causal, many queries, FlashAttention-2 tiling on tensor cores.
 //
-//   grid (ceil(tokens / 64), q_heads), the latest query tiles first
-//   block: 64 queries of one head (Q tile in shared memory, A fragments from it); four
-//          row groups of 16 queries, each owned by one warp, or (head_dim 64) by two
-//          warps w and w + 4 that take the two halves of every key tile, each with a
-//          running softmax of its own
-//   loop:  64-key (two warps a row group: 128-key) K/V tiles of the head's kv head from
-//          the cache (cp.async, double-buffered) up to the block's largest position;
-//          per warp and 64 keys: S = Q·Kᵀ (mma.sync bf16), mask key > position[query],
-//          online softmax, O += P·V
-//   end:   warps w + 4 hand (max, sum, O) to warps w through shared memory, in the
-//          layout of their registers; O / l, bf16, into out[token, head, :]
-// Two warps a row group halve a block's serial chain of tiles: at a few hundred tokens
-// there are too few row groups (tokens / 16 x heads) to hide one warp's latency.
+//   grid (ceil(tokens / 64), q_heads), block = 4 warps, the latest query tiles first
+//   block: 64 queries of one head (Q tile in shared memory, then A fragments in
+//          registers); warp w owns queries 16w..16w+15
+//   loop:  64-key K/V tiles of the head's kv head from the cache (cp.async, double-
+//          buffered) up to the block's largest position; S = Q·Kᵀ (mma.sync bf16),
+//          mask key > position[query], online softmax, O += P·V
+//   end:   O / l, bf16, into out[token, head, :]
 // Positions are read from device memory; the cache already holds rows [0, position]
 // (rope_kv_write ran first), so chunked prefill after earlier tokens works unchanged.
 #include <cmath>
@@ -25,20 +19,9 @@ namespace {
 
 using namespace detail;
 
-constexpr int kTileQueries = 64;  // 4 row groups of 16
-
-// kHalves warps per row group, each over its own 64 keys of every tile.
-template <int kDim, int kHalves>
-struct Geometry {
-  static constexpr int kThreads = 4 * kHalves * 32;
-  static constexpr int kTileKeys = kHalves * kAttnTileKeys;
-  static constexpr size_t kSmem =
-      static_cast<size_t>(kTileQueries + 4 * kTileKeys) * (kDim + 8) * sizeof(bf16);
-  // Two 8-warp blocks per multiprocessor at head_dim 64 (<= 128 registers a thread); 0
-  // leaves the 4-warp kernels unbounded (1 made ptxas give them 13-38 registers more,
-  // a block per multiprocessor fewer at head_dim 80 and 96).
-  static constexpr int kMinBlocks = kHalves == 2 && kDim <= 64 ? 2 : 0;
-};
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileQueries = kWarps * 16;
 
 struct Params {
   const bf16* q;
@@ -54,63 +37,21 @@ struct Params {
   float scale_log2;
 };
 
-// The key halves meet: warp w + 4 stores its state where lane i of warp w, which holds
-// the same rows and columns, reads it (consecutive lanes, consecutive words), and warp w
-// merges it into its own. `handoff` is the K/V tiles' shared memory.
-template <int kDim, int kTileKeys>
-__device__ __forceinline__ void merge_key_halves(float* handoff, int warp, int half, float (&m)[2],
-                                                 float (&l)[2], float (&o)[kDim / 8][4]) {
-  constexpr int kFields = 4 + kDim / 2;  // m[2], l[2], o[kDim / 8][4]
-  static_assert(kFields * 128 * sizeof(float) <= 4 * kTileKeys * (kDim + 8) * sizeof(bf16));
-  const int slot = warp * 32 + (threadIdx.x & 31);
-  __syncthreads();  // every warp is done with the tiles
-  if (half == 1) {
-    handoff[0 * 128 + slot] = m[0];
-    handoff[1 * 128 + slot] = m[1];
-    handoff[2 * 128 + slot] = l[0];
-    handoff[3 * 128 + slot] = l[1];
-#pragma unroll
-    for (int d = 0; d < kDim / 8; ++d) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) handoff[(4 + d * 4 + j) * 128 + slot] = o[d][j];
-    }
-  }
-  __syncthreads();
-  if (half == 1) return;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float m_other = handoff[r * 128 + slot], l_other = handoff[(2 + r) * 128 + slot];
-    const float m_both = fmaxf(m[r], m_other);
-    // A row with no key in either half keeps m = -inf: weights 0, not NaN.
-    const float base = m_both == -INFINITY ? 0.0f : m_both;
-    const float mine = exp2f(m[r] - base), other = exp2f(m_other - base);
-    l[r] = l[r] * mine + l_other * other;
-#pragma unroll
-    for (int d = 0; d < kDim / 8; ++d) {
-#pragma unroll
-      for (int j = 2 * r; j < 2 * r + 2; ++j) {
-        o[d][j] = o[d][j] * mine + handoff[(4 + d * 4 + j) * 128 + slot] * other;
-      }
-    }
-  }
+template <int kDim>
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(kTileQueries + 4 * kAttnTileKeys) * (kDim + 8) * sizeof(bf16);
 }
 
-template <int kDim, int kHalves>
-__global__ void __launch_bounds__(Geometry<kDim, kHalves>::kThreads,
-                                  Geometry<kDim, kHalves>::kMinBlocks)
-    prefill_attention_kernel(const Params p) {
-  using G = Geometry<kDim, kHalves>;
-  constexpr int kThreads = G::kThreads, kTileKeys = G::kTileKeys;
+template <int kDim>
+__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Params p) {
   constexpr int kStride = kDim + 8, kChunks = kDim / 8;
   extern __shared__ uint4 prefill_smem[];
   bf16* qs = reinterpret_cast<bf16*>(prefill_smem);  // [64][kStride]
-  bf16* ks = qs + kTileQueries * kStride;            // [2][kTileKeys][kStride]
-  bf16* vs = ks + 2 * kTileKeys * kStride;           // [2][kTileKeys][kStride]
+  bf16* ks = qs + kTileQueries * kStride;            // [2][64][kStride]
+  bf16* vs = ks + 2 * kAttnTileKeys * kStride;       // [2][64][kStride]
   __shared__ int block_max_pos;
 
-  const int lane = threadIdx.x & 31;
-  const int warp = (threadIdx.x >> 5) & 3;               // row group
-  const int half = kHalves == 2 ? threadIdx.x >> 7 : 0;  // key half
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kTileQueries;
   const int head = blockIdx.y, kv_head = head / p.group;
@@ -144,41 +85,36 @@ __global__ void __launch_bounds__(Geometry<kDim, kHalves>::kThreads,
   cp_async_commit();
   __syncthreads();  // block_max_pos is final
   const int key_end = block_max_pos + 1;
-  const int tiles = ceil_div(key_end, kTileKeys);
+  const int tiles = ceil_div(key_end, kAttnTileKeys);
 
   const bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
   const bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
-  if (tiles > 0) load_kv_tile<kDim, kThreads, kTileKeys>(ks, vs, k_head, v_head, 0, key_end);
+  if (tiles > 0) load_kv_tile<kDim, kThreads>(ks, vs, k_head, v_head, 0, key_end);
   cp_async_commit();
   cp_async_wait<1>();  // the Q tile
   __syncthreads();
-
-  // One warp a row group keeps Q's fragments in registers across the loop; two load them
-  // for each tile, or their registers would not fit two blocks per multiprocessor.
   uint32_t qf[kDim / 16][4];
-  if constexpr (kHalves == 1) load_q_fragments<kDim>(qf, qs + warp * 16 * kStride, kStride);
+  load_q_fragments<kDim>(qf, qs + warp * 16 * kStride, kStride);
+
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[kDim / 8][4] = {};
   for (int it = 0; it < tiles; ++it) {
     const int buffer = it & 1;
     if (it + 1 < tiles) {
       const int next = (it + 1) & 1;
-      load_kv_tile<kDim, kThreads, kTileKeys>(ks + next * kTileKeys * kStride,
-                                              vs + next * kTileKeys * kStride, k_head, v_head,
-                                              (it + 1) * kTileKeys, key_end);
+      load_kv_tile<kDim, kThreads>(ks + next * kAttnTileKeys * kStride,
+                                   vs + next * kAttnTileKeys * kStride, k_head, v_head,
+                                   (it + 1) * kAttnTileKeys, key_end);
     }
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
 
-    const int key0 = it * kTileKeys + half * kAttnTileKeys;
-    if (key0 <= warp_max_pos) {  // else every key of the half is in this warp's future
-      const size_t rows =
-          (static_cast<size_t>(buffer) * kTileKeys + half * kAttnTileKeys) * kStride;
-      const bf16* k_rows = ks + rows;
-      const bf16* v_rows = vs + rows;
+    const int key0 = it * kAttnTileKeys;
+    if (key0 <= warp_max_pos) {  // else every key of the tile is in this warp's future
+      const bf16* k_rows = ks + buffer * kAttnTileKeys * kStride;
+      const bf16* v_rows = vs + buffer * kAttnTileKeys * kStride;
       float s[kAttnTileKeys / 8][4];
-      if constexpr (kHalves == 2) load_q_fragments<kDim>(qf, qs + warp * 16 * kStride, kStride);
       scores<kDim, kAttnTileKeys>(s, qf, k_rows, kStride);
 #pragma unroll
       for (int n = 0; n < kAttnTileKeys / 8; ++n) {
@@ -202,11 +138,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kHalves>::kThreads,
   pdl_launch_dependents();
   reduce_row_sums(l);
 
-  if constexpr (kHalves == 2) {
-    merge_key_halves<kDim, kTileKeys>(reinterpret_cast<float*>(ks), warp, half, m, l, o);
-    if (half == 1) return;
-  }
-
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = r == 0 ? row_a : row_b;
@@ -221,16 +152,13 @@ __global__ void __launch_bounds__(Geometry<kDim, kHalves>::kThreads,
   }
 }
 
-// Two warps a row group at head_dim 64, where two such blocks fit a multiprocessor;
-// larger head_dims keep one (their 8-warp blocks would run one per multiprocessor).
 template <int kDim>
 Status run(const PrefillAttention& op, const Params& p, cudaStream_t stream) {
-  constexpr int kHalves = kDim == 64 ? 2 : 1;
-  using G = Geometry<kDim, kHalves>;
-  const void* key = reinterpret_cast<const void*>(prefill_attention_kernel<kDim, kHalves>);
-  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, G::kSmem, "prefill_attention"));
+  constexpr size_t smem = smem_bytes<kDim>();
+  const void* key = reinterpret_cast<const void*>(prefill_attention_kernel<kDim>);
+  KVRT_RETURN_IF_ERROR(allow_shared_memory(key, smem, "prefill_attention"));
   const dim3 grid(ceil_div(op.tokens, kTileQueries), op.q_heads);
-  return launch(prefill_attention_kernel<kDim, kHalves>, grid, dim3(G::kThreads), G::kSmem, stream,
+  return launch(prefill_attention_kernel<kDim>, grid, dim3(kThreads), smem, stream,
                 "prefill_attention", p);
 }
 
