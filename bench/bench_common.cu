@@ -108,4 +108,40 @@ std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float sc
   return out;
 }
 
+DecodeAttentionOperands::DecodeAttentionOperands(const Model& m, int length)
+    : q_heads(m.q_heads),
+      kv_heads(m.kv_heads),
+      head_dim(m.head_dim),
+      length(length),
+      cache_bytes(static_cast<size_t>(m.kv_heads) * length * m.head_dim * 2),
+      copies(copies_for(2 * cache_bytes)),
+      k(rotation(cache_bytes, copies, 1.0f)),
+      v(rotation(cache_bytes, copies, 1.0f)),
+      q(static_cast<size_t>(m.q_heads) * m.head_dim * 2),
+      out(static_cast<size_t>(m.q_heads) * m.head_dim * 2),
+      position(sizeof(int32_t)) {
+  q.random(1.0f, 3);
+  const int32_t last = length - 1;
+  check(cudaMemcpy(position.ptr, &last, sizeof(last), cudaMemcpyHostToDevice), "position");
+}
+
+DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& workspace,
+                                            bool rotate) const {
+  const size_t copy = rotate ? static_cast<size_t>(i % copies) : 0;
+  DecodeAttention op;
+  op.q = q.bf();
+  op.k_cache = k[copy]->bf();
+  op.v_cache = v[copy]->bf();
+  op.position = static_cast<const int32_t*>(position.ptr);
+  op.out = out.bf();
+  op.q_heads = q_heads;
+  op.kv_heads = kv_heads;
+  op.head_dim = head_dim;
+  op.max_seq = length;
+  op.splits = splits;
+  op.workspace = static_cast<float*>(workspace.ptr);
+  op.workspace_bytes = workspace.bytes;
+  return op;
+}
+
 }  // namespace kvrt::engine::cuda::bench

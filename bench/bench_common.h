@@ -135,6 +135,22 @@ struct Model {
   bool qkv_bias = false;  // Qwen2: q, k and v have a bias
 };
 
+// Decode attention's operands over a `length`-key cache (no rope: q and the new row are in
+// place), as the attention rows and their traces use them: K and V caches rotating
+// through enough copies that every launch reads HBM, q, out and the position length - 1.
+struct DecodeAttentionOperands {
+  DecodeAttentionOperands(const Model& m, int length);
+  // Launch i's op over `splits` splits and `workspace`, which holds
+  // decode_attention_workspace_bytes(); `rotate` false: always the first copy, which then
+  // stays in L2.
+  DecodeAttention op(int i, int splits, const Buffer& workspace, bool rotate = true) const;
+  int q_heads, kv_heads, head_dim, length;
+  size_t cache_bytes;  // one of K or V, one copy
+  int copies;
+  std::vector<std::unique_ptr<Buffer>> k, v;
+  Buffer q, out, position;
+};
+
 class Report {
  public:
   explicit Report(double copy_gbs) : copy_gbs_(copy_gbs) {}

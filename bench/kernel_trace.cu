@@ -102,23 +102,11 @@ TraceChain linear_chain(const Shape& s, bool resident) {
 // Decode attention over a `length`-key cache, the caches rotating through HBM as in the
 // benchmark's attention rows (no rope: q and the new row are in place).
 TraceChain attention_chain(const Model& m, int length) {
-  const int dim = m.head_dim;
-  const size_t cache_bytes = static_cast<size_t>(m.kv_heads) * length * dim * 2;
-  const int copies = copies_for(2 * cache_bytes);
-  auto k =
-      std::make_shared<std::vector<std::unique_ptr<Buffer>>>(rotation(cache_bytes, copies, 1.0f));
-  auto v =
-      std::make_shared<std::vector<std::unique_ptr<Buffer>>>(rotation(cache_bytes, copies, 1.0f));
-  auto q = std::make_shared<Buffer>(static_cast<size_t>(m.q_heads) * dim * 2);
-  auto out = std::make_shared<Buffer>(static_cast<size_t>(m.q_heads) * dim * 2);
-  q->random(1.0f, 3);
-  auto position = std::make_shared<Buffer>(sizeof(int32_t));
-  const int32_t last = length - 1;
-  check(cudaMemcpy(position->ptr, &last, sizeof(last), cudaMemcpyHostToDevice), "position");
+  auto operands = std::make_shared<DecodeAttentionOperands>(m, length);
   auto splits = decode_attention_splits(m.q_heads, m.kv_heads, length);
   check(splits.status());
-  const size_t ws_bytes = decode_attention_workspace_bytes(m.q_heads, dim, *splits);
-  auto workspace = std::make_shared<Buffer>(ws_bytes);
+  auto workspace =
+      std::make_shared<Buffer>(decode_attention_workspace_bytes(m.q_heads, m.head_dim, *splits));
   workspace->zero();
   TraceChain chain;
   chain.title = std::string(m.name) + " decode attention, cache " + std::to_string(length) + ", " +
@@ -129,21 +117,7 @@ TraceChain attention_chain(const Model& m, int length) {
   chain.kinds = {chain.title};
   const int split_count = *splits;
   chain.launch = [=](int i, cudaStream_t stream) {
-    const size_t copy = static_cast<size_t>(i % copies);
-    DecodeAttention op;
-    op.q = q->bf();
-    op.k_cache = (*k)[copy]->bf();
-    op.v_cache = (*v)[copy]->bf();
-    op.position = static_cast<const int32_t*>(position->ptr);
-    op.out = out->bf();
-    op.q_heads = m.q_heads;
-    op.kv_heads = m.kv_heads;
-    op.head_dim = dim;
-    op.max_seq = length;
-    op.splits = split_count;
-    op.workspace = static_cast<float*>(workspace->ptr);
-    op.workspace_bytes = ws_bytes;
-    return decode_attention(op, stream);
+    return decode_attention(operands->op(i, split_count, *workspace), stream);
   };
   return chain;
 }

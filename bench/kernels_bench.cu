@@ -304,43 +304,19 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
 
 void bench_decode_attention(Timer& timer, Report& report, const Model& m, int length) {
   const int dim = m.head_dim;
-  const size_t cache_bytes = static_cast<size_t>(m.kv_heads) * length * dim * 2;
-  const int copies = copies_for(2 * cache_bytes);
-  auto k = rotation(cache_bytes, copies, 1.0f);
-  auto v = rotation(cache_bytes, copies, 1.0f);
-  Buffer q(static_cast<size_t>(m.q_heads) * dim * 2), out(static_cast<size_t>(m.q_heads) * dim * 2);
-  q.random(1.0f, 3);
-  int32_t* position = nullptr;
-  check(cudaMalloc(&position, sizeof(int32_t)), "position");
-  const int32_t last = length - 1;
-  check(cudaMemcpy(position, &last, sizeof(last), cudaMemcpyHostToDevice), "position");
+  const DecodeAttentionOperands operands(m, length);
   auto splits = decode_attention_splits(m.q_heads, m.kv_heads, length);
   check(splits.status());
-  const double bytes = 2.0 * cache_bytes + 4.0 * m.q_heads * dim;
+  const double bytes = 2.0 * operands.cache_bytes + 4.0 * m.q_heads * dim;
   // `rotate` false: every launch reads the first copy, which then stays in L2.
   auto measure = [&](int split_count, bool rotate = true) {
-    const size_t ws_bytes = decode_attention_workspace_bytes(m.q_heads, dim, split_count);
-    Buffer workspace(ws_bytes);
+    Buffer workspace(decode_attention_workspace_bytes(m.q_heads, dim, split_count));
     workspace.zero();
     return timer.ours(
         [&](int i, cudaStream_t s) {
-          const size_t copy = rotate ? static_cast<size_t>(i % copies) : 0;
-          DecodeAttention op;
-          op.q = q.bf();
-          op.k_cache = k[copy]->bf();
-          op.v_cache = v[copy]->bf();
-          op.position = position;
-          op.out = out.bf();
-          op.q_heads = m.q_heads;
-          op.kv_heads = m.kv_heads;
-          op.head_dim = dim;
-          op.max_seq = length;
-          op.splits = split_count;
-          op.workspace = static_cast<float*>(workspace.ptr);
-          op.workspace_bytes = ws_bytes;
-          return decode_attention(op, s);
+          return decode_attention(operands.op(i, split_count, workspace, rotate), s);
         },
-        std::max(copies, 32));
+        std::max(operands.copies, 32));
   };
   if (g_sweep.enabled) {
     for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
@@ -355,7 +331,7 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
       }
     }
     set_decode_attention_tuning(DecodeAttentionTuning{});
-    if (2 * cache_bytes <= 40u << 20) {  // what a launch costs when HBM is not the limit
+    if (2 * operands.cache_bytes <= 40u << 20) {  // what a launch costs when HBM is not the limit
       char shape[128], name[96];
       std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
       std::snprintf(name, sizeof(name), "%d splits, cache resident in L2", *splits);
@@ -363,7 +339,6 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
     }
   }
   const auto us = measure(*splits);
-  cudaFree(position);
   char shape[128];
   std::snprintf(shape, sizeof(shape), "cache %d, %dq/%dkv heads, d%d, %d splits", length, m.q_heads,
                 m.kv_heads, dim, *splits);
@@ -372,11 +347,11 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
     const auto floor = chain_floor(
         timer,
         [&](int i) {
-          const size_t copy = static_cast<size_t>(i % copies);
-          return std::array<Span, 2>{Span{k[copy]->ptr, cache_bytes},
-                                     Span{v[copy]->ptr, cache_bytes}};
+          const size_t copy = static_cast<size_t>(i % operands.copies);
+          return std::array<Span, 2>{Span{operands.k[copy]->ptr, operands.cache_bytes},
+                                     Span{operands.v[copy]->ptr, operands.cache_bytes}};
         },
-        std::max(copies, 32));
+        std::max(operands.copies, 32));
     g_floor.add(m.name, "decode attention", shape, bytes, us.pdl.chain, floor);
   }
 }
