@@ -108,21 +108,29 @@ std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float sc
   return out;
 }
 
-DecodeAttentionOperands::DecodeAttentionOperands(const Model& m, int length)
+DecodeAttentionOperands::DecodeAttentionOperands(const Model& m, int length, bool fused_rope)
     : q_heads(m.q_heads),
       kv_heads(m.kv_heads),
       head_dim(m.head_dim),
       length(length),
+      fused_rope(fused_rope),
       cache_bytes(static_cast<size_t>(m.kv_heads) * length * m.head_dim * 2),
       copies(copies_for(2 * cache_bytes)),
       k(rotation(cache_bytes, copies, 1.0f)),
       v(rotation(cache_bytes, copies, 1.0f)),
-      q(static_cast<size_t>(m.q_heads) * m.head_dim * 2),
+      q(static_cast<size_t>(m.q_heads + (fused_rope ? 2 * m.kv_heads : 0)) * m.head_dim * 2),
       out(static_cast<size_t>(m.q_heads) * m.head_dim * 2),
       position(sizeof(int32_t)) {
   q.random(1.0f, 3);
   const int32_t last = length - 1;
   check(cudaMemcpy(position.ptr, &last, sizeof(last), cudaMemcpyHostToDevice), "position");
+  if (fused_rope) {
+    auto table = rope_inv_freq(m.head_dim, 500000.0f, RopeScaling{});
+    check(table.status());
+    inv_freq = std::make_unique<Buffer>(table->size() * sizeof(float));
+    check(cudaMemcpy(inv_freq->ptr, table->data(), inv_freq->bytes, cudaMemcpyHostToDevice),
+          "inv_freq");
+  }
 }
 
 DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& workspace,
@@ -141,6 +149,7 @@ DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& wor
   op.splits = splits;
   op.workspace = static_cast<float*>(workspace.ptr);
   op.workspace_bytes = workspace.bytes;
+  if (fused_rope) op.rope_inv_freq = static_cast<const float*>(inv_freq->ptr);
   return op;
 }
 

@@ -135,20 +135,25 @@ struct Model {
   bool qkv_bias = false;  // Qwen2: q, k and v have a bias
 };
 
-// Decode attention's operands over a `length`-key cache (no rope: q and the new row are in
-// place), as the attention rows and their traces use them: K and V caches rotating
-// through enough copies that every launch reads HBM, q, out and the position length - 1.
+// Decode attention's operands over a `length`-key cache, as the attention rows and their
+// traces use them: K and V caches rotating through enough copies that every launch reads
+// HBM, q, out and the position length - 1. `fused_rope`: as in the decode step, q and the
+// new K/V row come unrotated in a qkv row (which stays in L2, as the previous kernel's
+// output would) and the launch rotates them and writes the row into the cache. Without
+// it q is in place and the new row is read from the cache copy, from HBM.
 struct DecodeAttentionOperands {
-  DecodeAttentionOperands(const Model& m, int length);
+  DecodeAttentionOperands(const Model& m, int length, bool fused_rope);
   // Launch i's op over `splits` splits and `workspace`, which holds
   // decode_attention_workspace_bytes(); `rotate` false: always the first copy, which then
   // stays in L2.
   DecodeAttention op(int i, int splits, const Buffer& workspace, bool rotate = true) const;
   int q_heads, kv_heads, head_dim, length;
+  bool fused_rope;
   size_t cache_bytes;  // one of K or V, one copy
   int copies;
   std::vector<std::unique_ptr<Buffer>> k, v;
   Buffer q, out, position;
+  std::unique_ptr<Buffer> inv_freq;  // fused_rope: [head_dim / 2]
 };
 
 class Report {
@@ -282,6 +287,9 @@ struct TraceChain {
   int slots = 0;
   int skip = 0;
   std::vector<std::string> kinds;
+  // > 0: the grid's x dimension (attention: the splits); the table then says which
+  // blockIdx.x was most often the last block at each point.
+  int grid_x = 0;
 };
 std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz);
 

@@ -100,21 +100,22 @@ TraceChain linear_chain(const Shape& s, bool resident) {
 }
 
 // Decode attention over a `length`-key cache, the caches rotating through HBM as in the
-// benchmark's attention rows (no rope: q and the new row are in place).
-TraceChain attention_chain(const Model& m, int length) {
-  auto operands = std::make_shared<DecodeAttentionOperands>(m, length);
+// benchmark's attention rows; `fused_rope` as in its rope-fused row.
+TraceChain attention_chain(const Model& m, int length, bool fused_rope) {
+  auto operands = std::make_shared<DecodeAttentionOperands>(m, length, fused_rope);
   auto splits = decode_attention_splits(m.q_heads, m.kv_heads, length);
   check(splits.status());
   auto workspace =
       std::make_shared<Buffer>(decode_attention_workspace_bytes(m.q_heads, m.head_dim, *splits));
   workspace->zero();
   TraceChain chain;
-  chain.title = std::string(m.name) + " decode attention, cache " + std::to_string(length) + ", " +
-                std::to_string(*splits) + " splits";
+  chain.title = std::string(m.name) + " decode attention" + (fused_rope ? " (rope fused)" : "") +
+                ", cache " + std::to_string(length) + ", " + std::to_string(*splits) + " splits";
   chain.launches = 48;
   chain.slots = 48;
   chain.skip = 8;
   chain.kinds = {chain.title};
+  chain.grid_x = *splits;
   const int split_count = *splits;
   chain.launch = [=](int i, cudaStream_t stream) {
     return decode_attention(operands->op(i, split_count, *workspace), stream);
@@ -198,9 +199,13 @@ std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz)
                   kind.c_str(), blocks[static_cast<size_t>(launches[0])], quantile(durations, 0.5),
                   launches.size());
     out += line;
+    const bool by_x = chain.grid_x > 0;
     out +=
         "| point | first block | 10% | median | 90% | last block | a block's time since its "
-        "previous point (median) |\n|---|---|---|---|---|---|---|\n";
+        "previous point (median) |";
+    out +=
+        by_x ? " last block's blockIdx.x (share of launches) |\n|---|---|---|---|---|---|---|---|\n"
+             : "\n|---|---|---|---|---|---|---|\n";
     const int points[] = {kTraceEntry,
                           kTraceProducerDone,
                           kTraceWaitReturned,
@@ -225,26 +230,41 @@ std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz)
     };
     for (int point : points) {
       std::vector<double> per_quantile[5], gaps;
+      std::vector<int> last_x(static_cast<size_t>(std::max(chain.grid_x, 1)), 0);
       for (int n : launches) {
         std::vector<double> v, gap;
+        double latest = -1.0;
+        int latest_b = -1;
         for (int b = 0; b < blocks[static_cast<size_t>(n)]; ++b) {
           const double t = at(n, b, point);
+          if (t > latest) {
+            latest = t;
+            latest_b = b;
+          }
           if (t >= 0) v.push_back((t - last_end[static_cast<size_t>(n - 1)]) / 1e3);
           const double d = since_previous(n, b, point);
           if (d >= 0) gap.push_back(d);
         }
         if (v.empty()) continue;
+        if (by_x) ++last_x[static_cast<size_t>(latest_b % chain.grid_x)];
         for (int q = 0; q < 5; ++q) per_quantile[q].push_back(quantile(v, qs[q]));
         if (!gap.empty()) gaps.push_back(quantile(gap, 0.5));
       }
       if (per_quantile[0].empty()) continue;
       char gap_cell[32] = "-";
       if (!gaps.empty()) std::snprintf(gap_cell, sizeof(gap_cell), "%.2f", quantile(gaps, 0.5));
-      std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n",
+      std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |",
                     point_label(point, attention), quantile(per_quantile[0], 0.5),
                     quantile(per_quantile[1], 0.5), quantile(per_quantile[2], 0.5),
                     quantile(per_quantile[3], 0.5), quantile(per_quantile[4], 0.5), gap_cell);
       out += line;
+      if (by_x) {
+        const auto most = std::max_element(last_x.begin(), last_x.end());
+        std::snprintf(line, sizeof(line), " %d (%.0f%%) |", static_cast<int>(most - last_x.begin()),
+                      100.0 * *most / static_cast<double>(per_quantile[0].size()));
+        out += line;
+      }
+      out += "\n";
     }
   }
   std::printf("%s", out.c_str());
@@ -295,9 +315,11 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
       out += trace_chain(timer, chain, *clock_ghz);
       set_decode_linear_tuning(DecodeLinearTuning{});
     }
-    // Decode attention alone, where its time at a long cache goes.
-    for (int length : {4096, 32768})
-      out += trace_chain(timer, attention_chain(m, length), *clock_ghz);
+    // Decode attention alone, where its time at a long cache goes, and with rope fused.
+    for (int length : {4096, 32768}) {
+      out += trace_chain(timer, attention_chain(m, length, false), *clock_ghz);
+    }
+    out += trace_chain(timer, attention_chain(m, 4096, true), *clock_ghz);
     out += trace_decode_step(timer, m, 4096, *clock_ghz);
   }
   return out;

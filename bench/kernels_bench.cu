@@ -302,12 +302,17 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   }
 }
 
-void bench_decode_attention(Timer& timer, Report& report, const Model& m, int length) {
+// `fused_rope`: as the decode step runs it (DecodeAttentionOperands); its row has no
+// sweep or floor of its own.
+void bench_decode_attention(Timer& timer, Report& report, const Model& m, int length,
+                            bool fused_rope = false) {
   const int dim = m.head_dim;
-  const DecodeAttentionOperands operands(m, length);
+  const DecodeAttentionOperands operands(m, length, fused_rope);
   auto splits = decode_attention_splits(m.q_heads, m.kv_heads, length);
   check(splits.status());
-  const double bytes = 2.0 * operands.cache_bytes + 4.0 * m.q_heads * dim;
+  // The caches, q in and the output out; fused, the new K/V row in and into the cache.
+  const double bytes = 2.0 * operands.cache_bytes + 4.0 * m.q_heads * dim +
+                       (fused_rope ? 8.0 * m.kv_heads * dim : 0);
   // `rotate` false: every launch reads the first copy, which then stays in L2.
   auto measure = [&](int split_count, bool rotate = true) {
     Buffer workspace(decode_attention_workspace_bytes(m.q_heads, dim, split_count));
@@ -318,7 +323,7 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
         },
         std::max(operands.copies, 32));
   };
-  if (g_sweep.enabled) {
+  if (g_sweep.enabled && !fused_rope) {
     for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
       set_decode_attention_tuning({next});
       for (int factor : {1, 2, 4, 8}) {
@@ -342,8 +347,9 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   char shape[128];
   std::snprintf(shape, sizeof(shape), "cache %d, %dq/%dkv heads, d%d, %d splits", length, m.q_heads,
                 m.kv_heads, dim, *splits);
-  report.bandwidth(m.name, "decode attention", shape, bytes, us, 0.0);
-  if (g_floor.enabled) {
+  report.bandwidth(m.name, fused_rope ? "decode attention (rope fused)" : "decode attention", shape,
+                   bytes, us, 0.0);
+  if (g_floor.enabled && !fused_rope) {
     const auto floor = chain_floor(
         timer,
         [&](int i) {
@@ -619,6 +625,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     if (quick) {
       bench_decode_attention(timer, report, m, 4096);
       bench_decode_attention(timer, report, m, 32768);
+      bench_decode_attention(timer, report, m, 4096, true);
       bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
       continue;
     }
@@ -643,6 +650,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     }
     bench_decode_attention(timer, report, m, 4096);
     bench_decode_attention(timer, report, m, 32768);
+    bench_decode_attention(timer, report, m, 4096, true);
     bench_small_ops(timer, report, m);
     bench_prefill(timer, report, **lt, m, 512);
     bench_prefill_attention(timer, report, m, 4096);  // a long prompt
