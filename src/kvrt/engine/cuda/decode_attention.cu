@@ -17,7 +17,7 @@
 //          warp w takes keys 16w..16w+15 and keeps its own running softmax (a history
 //          that fits the ring at once is scored in one pass, 32 keys per warp)
 //   rope:  optionally fused (rope_inv_freq set): q and the new k arrive unrotated in the
-//          fused qkv row; the block rotates them in shared memory and the block that
+//          fused qkv row; the block rotates them as it loads them and the block that
 //          holds the position writes the new K/V row to the cache, as rope_kv_write would
 //   end:   the warps and the new row merge in shared memory. With one split the block
 //          writes the output; otherwise it writes (max, sum, unnormalized output) per
@@ -154,29 +154,71 @@ __device__ __forceinline__ void score_new_row(float* score, const bf16* qs, cons
   if (j == 0) score[r] = sum * scale_log2;
 }
 
-// Fused rope: rotates the block's query rows (and the new k row) in shared memory with the
-// angles in `cs`, then, when `write_row`, stores the new K/V row into the cache (once per
-// kv head: the first head group's block that holds the position).
+// Fused rope: as load_query_and_new_row, but each thread loads the two chunks of a row
+// that rope pairs (c and c + kDim / 16: elements j and j + kDim / 2) and turns them with
+// the angles in `cs` before storing them, so the rows land rotated: no barrier and no
+// pass over shared memory between the load and the rotated rows. The new v row is copied
+// as it is.
 template <int kDim, int kThreads>
-__device__ __forceinline__ void rotate_and_write_row(bf16* qs, bf16* k_new, const bf16* v_new,
-                                                     const float* cs, int heads, bool write_row,
-                                                     bool has_new, bf16* k_row, bf16* v_row) {
-  constexpr int kStride = kDim + 8, kHalf = kDim / 2, kChunks = kDim / 8;
-  const int rows = heads + (has_new ? 1 : 0);
-  for (int i = threadIdx.x; i < rows * kHalf; i += kThreads) {
-    const int r = i / kHalf, j = i - r * kHalf;
-    bf16* row = r < heads ? qs + r * kStride : k_new;
-    rope_rotate(__bfloat162float(row[j]), __bfloat162float(row[j + kHalf]), cs[j], cs[kHalf + j],
-                &row[j], &row[j + kHalf]);
+__device__ __forceinline__ void load_rotated_query_and_new_row(bf16* dst, const bf16* q, int heads,
+                                                               const bf16* k_src, const bf16* v_src,
+                                                               const float* cs) {
+  constexpr int kStride = kDim + 8, kChunks = kDim / 8, kPairs = kChunks / 2;
+  constexpr int kRotated = (kRows + 1) * kPairs;  // 16 query rows and the new k, by pairs
+  constexpr int kItems = kRotated + kChunks;      // then the new v, by chunks
+  constexpr int kPerThread = (kItems + kThreads - 1) / kThreads;
+  uint4 first[kPerThread], second[kPerThread];
+#pragma unroll
+  for (int n = 0; n < kPerThread; ++n) {
+    const int i = static_cast<int>(threadIdx.x) + n * kThreads;
+    const int r = i / kPairs, c = i - r * kPairs;
+    const bf16* src = i >= kRotated ? (i < kItems ? v_src : nullptr)
+                      : r < heads   ? q + static_cast<size_t>(r) * kDim
+                      : r == kRows  ? k_src
+                                    : nullptr;
+    const int chunk = i >= kRotated ? i - kRotated : c;
+    first[n] =
+        src != nullptr ? *reinterpret_cast<const uint4*>(src + chunk * 8) : make_uint4(0, 0, 0, 0);
+    second[n] = src != nullptr && i < kRotated
+                    ? *reinterpret_cast<const uint4*>(src + (c + kPairs) * 8)
+                    : make_uint4(0, 0, 0, 0);
   }
-  __syncthreads();
-  if (write_row) {
-    for (int i = threadIdx.x; i < 2 * kChunks; i += kThreads) {
-      const int c = i % kChunks;
-      const bf16* src = i < kChunks ? k_new : v_new;
-      bf16* dst = i < kChunks ? k_row : v_row;
-      *reinterpret_cast<uint4*>(dst + c * 8) = *reinterpret_cast<const uint4*>(src + c * 8);
+#pragma unroll
+  for (int n = 0; n < kPerThread; ++n) {
+    const int i = static_cast<int>(threadIdx.x) + n * kThreads;
+    if (i >= kItems) continue;
+    if (i >= kRotated) {
+      *reinterpret_cast<uint4*>(dst + (kRows + 1) * kStride + (i - kRotated) * 8) = first[n];
+      continue;
     }
+    const int r = i / kPairs, c = i - r * kPairs;
+    uint32_t* a = &first[n].x;
+    uint32_t* b = &second[n].x;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const int j = c * 8 + 2 * w;
+      bf16 a0, a1, b0, b1;
+      rope_rotate(bf16_lo(a[w]), bf16_lo(b[w]), cs[j], cs[kDim / 2 + j], &a0, &b0);
+      rope_rotate(bf16_hi(a[w]), bf16_hi(b[w]), cs[j + 1], cs[kDim / 2 + j + 1], &a1, &b1);
+      a[w] = __bfloat16_as_ushort(a0) | (static_cast<uint32_t>(__bfloat16_as_ushort(a1)) << 16);
+      b[w] = __bfloat16_as_ushort(b0) | (static_cast<uint32_t>(__bfloat16_as_ushort(b1)) << 16);
+    }
+    *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = first[n];
+    *reinterpret_cast<uint4*>(dst + r * kStride + (c + kPairs) * 8) = second[n];
+  }
+}
+
+// Fused rope: stores the rotated new K/V row into the cache (once per kv head: the first
+// head group's block that holds the position).
+template <int kDim, int kThreads>
+__device__ __forceinline__ void write_new_row(const bf16* k_new, const bf16* v_new, bf16* k_row,
+                                              bf16* v_row) {
+  constexpr int kChunks = kDim / 8;
+  for (int i = threadIdx.x; i < 2 * kChunks; i += kThreads) {
+    const int c = i % kChunks;
+    const bf16* src = i < kChunks ? k_new : v_new;
+    bf16* dst = i < kChunks ? k_row : v_row;
+    *reinterpret_cast<uint4*>(dst + c * 8) = *reinterpret_cast<const uint4*>(src + c * 8);
   }
 }
 
@@ -325,6 +367,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     const int j = threadIdx.x;
     rope_angle(pos, inv_freq, p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
   }
+  if (rotate) __syncthreads();  // the angles, for every thread's rows after the wait
   if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
@@ -343,13 +386,17 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
       v_src = rotate ? p.q + static_cast<size_t>(p.q_heads + p.kv_heads + kv_head) * kDim
                      : v_head + static_cast<size_t>(pos) * kDim;
     }
-    load_query_and_new_row<kDim, kThreads>(qs, p.q + static_cast<size_t>(head0) * kDim, heads,
-                                           k_src, v_src);
-    __syncthreads();
     if (rotate) {
-      rotate_and_write_row<kDim, kThreads>(qs, k_new, v_new, rope_cs, heads, has_new && first == 0,
-                                           has_new, k_head + static_cast<size_t>(pos) * kDim,
-                                           v_head + static_cast<size_t>(pos) * kDim);
+      load_rotated_query_and_new_row<kDim, kThreads>(qs, p.q + static_cast<size_t>(head0) * kDim,
+                                                     heads, k_src, v_src, rope_cs);
+    } else {
+      load_query_and_new_row<kDim, kThreads>(qs, p.q + static_cast<size_t>(head0) * kDim, heads,
+                                             k_src, v_src);
+    }
+    __syncthreads();
+    if (rotate && has_new && first == 0) {
+      write_new_row<kDim, kThreads>(k_new, v_new, k_head + static_cast<size_t>(pos) * kDim,
+                                    v_head + static_cast<size_t>(pos) * kDim);
     }
     if (has_new) score_new_row<kDim, kThreads>(new_score, qs, k_new, p.scale_log2);
     uint32_t qf[kDim / 16][4];
