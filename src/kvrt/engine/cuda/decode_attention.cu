@@ -398,10 +398,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
       write_new_row<kDim, kThreads>(k_new, v_new, k_head + static_cast<size_t>(pos) * kDim,
                                     v_head + static_cast<size_t>(pos) * kDim);
     }
-    // Every block scores the new row (a zero row where it has none) and weighs it in the
-    // merge below (by 0): code that only the newest key's block ran was not in its
-    // multiprocessor's instruction cache, and that block finished last.
-    score_new_row<kDim, kThreads>(new_score, qs, k_new, p.scale_log2);
+    if (has_new) score_new_row<kDim, kThreads>(new_score, qs, k_new, p.scale_log2);
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
     if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
@@ -503,8 +500,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
         out.w += weight * o.w;
         sum += weight * merge_l[w * kRows + r];
       }
-      {  // the new row: zeros and weight 0 where the slice has none
-        const float weight = has_new ? exp2f(new_score[r] - block_max) : 0.0f;
+      if (has_new) {
+        const float weight = exp2f(new_score[r] - block_max);
         const uint2 v = *reinterpret_cast<const uint2*>(v_new + d);
         out.x += weight * bf16_lo(v.x);
         out.y += weight * bf16_hi(v.x);
