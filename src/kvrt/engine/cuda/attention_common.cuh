@@ -28,14 +28,17 @@ inline float attention_scale_log2(float scale, int head_dim) {
 
 // Copies cache rows [key0, key0 + kKeys) of one head into a tile (cp.async, all threads
 // of the block); rows at or past key_end are zero-filled, so garbage (even NaN) beyond
-// the live cache never reaches the MMAs.
+// the live cache never reaches the MMAs. Row `skip_key` is left alone (its caller writes
+// it).
 template <int kDim, int kThreads, int kKeys = kAttnTileKeys>
 __device__ __forceinline__ void load_kv_tile(bf16* k_tile, bf16* v_tile, const bf16* k_head,
-                                             const bf16* v_head, int key0, int key_end) {
+                                             const bf16* v_head, int key0, int key_end,
+                                             int skip_key = -1) {
   constexpr int kChunks = kDim / 8, kStride = kDim + 8;
   for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i - r * kChunks;
     const int key = key0 + r;
+    if (key == skip_key) continue;
     const bool valid = key < key_end;
     const size_t offset = static_cast<size_t>(valid ? key : 0) * kDim + c * 8;
     cp_async_16(k_tile + r * kStride + c * 8, k_head + offset, valid);

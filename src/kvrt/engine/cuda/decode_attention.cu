@@ -12,14 +12,15 @@
 //   history: the rows before the position were written by earlier steps, so (unless the
 //          caller says otherwise) the first kStages tiles of them are copied before the
 //          PDL wait, while the kernels ahead in the stream still run; only the query and
-//          the new row (this step's cache write) are read after it
+//          the new row (this step's cache write) are read after it, the new row into
+//          its place in the tiles, where it is scored as the slice's last key
 //   tile:  16 keys per warp in shared memory, a ring of kStages tiles filled by cp.async;
 //          warp w takes keys 16w..16w+15 and keeps its own running softmax (a history
 //          that fits the ring at once is scored in one pass, 32 keys per warp)
 //   rope:  optionally fused (rope_inv_freq set): q and the new k arrive unrotated in the
 //          fused qkv row; the block rotates them as it loads them and the block that
 //          holds the position writes the new K/V row to the cache, as rope_kv_write would
-//   end:   the warps and the new row merge in shared memory. With one split the block
+//   end:   the warps merge in shared memory. With one split the block
 //          writes the output; otherwise it writes (max, sum, unnormalized output) per
 //          head and counts itself done on a per-group counter in the workspace, and the
 //          last block of the group merges every split (the counter wraps back to zero);
@@ -130,28 +131,17 @@ __device__ __forceinline__ void load_query_and_new_row(bf16* dst, const bf16* q,
   }
 }
 
-// score[r] = q[r] · k_new in log2 units, for the 16 query rows: kLanesPerHead adjacent
-// lanes share a row and meet through shuffles.
+// Copies the new K/V row from its staging rows into its place in a tile, as the last
+// key of the slice: it is scored and merged with the history.
 template <int kDim, int kThreads>
-__device__ __forceinline__ void score_new_row(float* score, const bf16* qs, const bf16* k_new,
-                                              float scale_log2) {
-  constexpr int kStride = kDim + 8, kChunks = kDim / 8;
-  constexpr int kLanesPerHead = kThreads / kRows;
-  const int r = threadIdx.x / kLanesPerHead, j = threadIdx.x % kLanesPerHead;
-  float sum = 0.0f;
-  for (int c = j; c < kChunks; c += kLanesPerHead) {
-    const uint4 q = *reinterpret_cast<const uint4*>(qs + r * kStride + c * 8);
-    const uint4 k = *reinterpret_cast<const uint4*>(k_new + c * 8);
-    sum += bf16_lo(q.x) * bf16_lo(k.x) + bf16_hi(q.x) * bf16_hi(k.x);
-    sum += bf16_lo(q.y) * bf16_lo(k.y) + bf16_hi(q.y) * bf16_hi(k.y);
-    sum += bf16_lo(q.z) * bf16_lo(k.z) + bf16_hi(q.z) * bf16_hi(k.z);
-    sum += bf16_lo(q.w) * bf16_lo(k.w) + bf16_hi(q.w) * bf16_hi(k.w);
+__device__ __forceinline__ void place_new_row(bf16* k_row, bf16* v_row, const bf16* k_new,
+                                              const bf16* v_new) {
+  constexpr int kChunks = kDim / 8;
+  for (int i = threadIdx.x; i < 2 * kChunks; i += kThreads) {
+    const int c = i % kChunks;
+    *reinterpret_cast<uint4*>((i < kChunks ? k_row : v_row) + c * 8) =
+        *reinterpret_cast<const uint4*>((i < kChunks ? k_new : v_new) + c * 8);
   }
-#pragma unroll
-  for (int offset = kLanesPerHead / 2; offset > 0; offset >>= 1) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  }
-  if (j == 0) score[r] = sum * scale_log2;
 }
 
 // Fused rope: as load_query_and_new_row, but each thread loads the two chunks of a row
@@ -321,8 +311,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   bf16* v_new = k_new + kStride;                    // [kStride]
   bf16* ks = v_new + kStride;                       // [kStages][kTileKeys][kStride]
   bf16* vs = ks + kStages * kTileElems;             // [kStages][kTileKeys][kStride]
-  __shared__ float new_score[kRows];
-  __shared__ float rope_cs[kDim];  // cos [0, kDim/2), sin [kDim/2, kDim)
+  __shared__ float rope_cs[kDim];                   // cos [0, kDim/2), sin [kDim/2, kDim)
   __shared__ bool last_block;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -346,10 +335,13 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   int start, end;
   slice(p, pos, split, &start, &end);
   // Rows [start, history_end) are history; the row at `pos`, when it lies in this slice
-  // (and in the cache), is the one this step wrote.
+  // (and in the cache), is the one this step wrote: the slice's last key, which the tiles
+  // get from the new row after the wait (new_tile: the tile it lies in).
   const bool has_new = pos >= start && pos < end;
   const int history_end = has_new ? pos : end;
-  const int tiles = history_end > start ? ceil_div(history_end - start, kTileKeys) : 0;
+  const int skip_key = has_new ? pos : -1;
+  const int tiles = end > start ? ceil_div(end - start, kTileKeys) : 0;
+  const int new_tile = has_new ? (pos - start) / kTileKeys : -1;
   // A history that fits the ring at once is scored in one pass (kWideKeys per warp)
   // rather than tile by tile: fewer barriers, independent MMA chains.
   const bool wide = kWide && tiles > 0 && tiles <= kStages;
@@ -357,7 +349,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   for (int s = 0; s < kStages; ++s) {
     if (s < tiles) {
       load_kv_tile<kDim, kThreads, kTileKeys>(ks + s * kTileElems, vs + s * kTileElems, k_head,
-                                              v_head, start + s * kTileKeys, history_end);
+                                              v_head, start + s * kTileKeys, history_end, skip_key);
     }
     cp_async_commit();
   }
@@ -398,7 +390,11 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
       write_new_row<kDim, kThreads>(k_new, v_new, k_head + static_cast<size_t>(pos) * kDim,
                                     v_head + static_cast<size_t>(pos) * kDim);
     }
-    if (has_new) score_new_row<kDim, kThreads>(new_score, qs, k_new, p.scale_log2);
+    const int new_row = has_new ? (pos - start) % kTileKeys : 0;
+    if (has_new && new_tile < kStages) {  // its tile is in the ring already
+      place_new_row<kDim, kThreads>(ks + new_tile * kTileElems + new_row * kStride,
+                                    vs + new_tile * kTileElems + new_row * kStride, k_new, v_new);
+    }
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
     if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
@@ -421,7 +417,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int key = start + row0 + n * 8 + 2 * t + (j & 1);
-            s[n][j] = key < history_end ? s[n][j] * p.scale_log2 : -INFINITY;
+            s[n][j] = key < end ? s[n][j] * p.scale_log2 : -INFINITY;
           }
         }
         uint32_t pa[kWideKeys / 16][4];
@@ -443,7 +439,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int key = key0 + n * 8 + 2 * t + (j & 1);
-          s[n][j] = key < history_end ? s[n][j] * p.scale_log2 : -INFINITY;
+          s[n][j] = key < end ? s[n][j] * p.scale_log2 : -INFINITY;
         }
       }
       uint32_t pa[1][4];
@@ -453,7 +449,11 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
       if (it + kStages < tiles) {
         load_kv_tile<kDim, kThreads, kTileKeys>(ks + slot * kTileElems, vs + slot * kTileElems,
                                                 k_head, v_head, start + (it + kStages) * kTileKeys,
-                                                history_end);
+                                                history_end, skip_key);
+        if (it + kStages == new_tile) {
+          place_new_row<kDim, kThreads>(ks + slot * kTileElems + new_row * kStride,
+                                        vs + slot * kTileElems + new_row * kStride, k_new, v_new);
+        }
       }
       cp_async_commit();
     }
@@ -462,7 +462,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     __syncthreads();  // q and the tiles are free (also when no tile ran)
     if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);
 
-    // Merge the warps and the new row.
+    // Merge the warps.
     if (t == 0) {
       merge_m[warp * kRows + g] = m[0];
       merge_m[warp * kRows + g + 8] = m[1];
@@ -483,8 +483,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     constexpr int kQuads = kDim / 4;
     for (int i = threadIdx.x; i < heads * kQuads; i += kThreads) {
       const int r = i / kQuads, d = (i - r * kQuads) * 4;
-      // The slice is not empty: the first key's warp or the new row has a finite max.
-      float block_max = has_new ? new_score[r] : -INFINITY;
+      // The slice is not empty: the warp of its first key has a finite max.
+      float block_max = -INFINITY;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, merge_m[w * kRows + r]);
       float4 out = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -499,15 +499,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
         out.z += weight * o.z;
         out.w += weight * o.w;
         sum += weight * merge_l[w * kRows + r];
-      }
-      if (has_new) {
-        const float weight = exp2f(new_score[r] - block_max);
-        const uint2 v = *reinterpret_cast<const uint2*>(v_new + d);
-        out.x += weight * bf16_lo(v.x);
-        out.y += weight * bf16_hi(v.x);
-        out.z += weight * bf16_lo(v.y);
-        out.w += weight * bf16_hi(v.y);
-        sum += weight;
       }
       if (p.splits == 1) {
         const float inv = 1.0f / sum;
