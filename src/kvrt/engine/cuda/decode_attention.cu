@@ -131,11 +131,12 @@ __device__ __forceinline__ void load_query_and_new_row(bf16* dst, const bf16* q,
   }
 }
 
-// Copies the new K/V row from its staging rows into its place in a tile, as the last
-// key of the slice: it is scored and merged with the history.
+// Copies the new K/V row from its staging rows in shared memory to `k_row` and `v_row`:
+// its place in a tile, as the slice's last key (scored and merged with the history), or,
+// with rope fused, the cache.
 template <int kDim, int kThreads>
-__device__ __forceinline__ void place_new_row(bf16* k_row, bf16* v_row, const bf16* k_new,
-                                              const bf16* v_new) {
+__device__ __forceinline__ void copy_new_row(bf16* k_row, bf16* v_row, const bf16* k_new,
+                                             const bf16* v_new) {
   constexpr int kChunks = kDim / 8;
   for (int i = threadIdx.x; i < 2 * kChunks; i += kThreads) {
     const int c = i % kChunks;
@@ -195,20 +196,6 @@ __device__ __forceinline__ void load_rotated_query_and_new_row(bf16* dst, const 
     }
     *reinterpret_cast<uint4*>(dst + r * kStride + c * 8) = first[n];
     *reinterpret_cast<uint4*>(dst + r * kStride + (c + kPairs) * 8) = second[n];
-  }
-}
-
-// Fused rope: stores the rotated new K/V row into the cache (once per kv head: the first
-// head group's block that holds the position).
-template <int kDim, int kThreads>
-__device__ __forceinline__ void write_new_row(const bf16* k_new, const bf16* v_new, bf16* k_row,
-                                              bf16* v_row) {
-  constexpr int kChunks = kDim / 8;
-  for (int i = threadIdx.x; i < 2 * kChunks; i += kThreads) {
-    const int c = i % kChunks;
-    const bf16* src = i < kChunks ? k_new : v_new;
-    bf16* dst = i < kChunks ? k_row : v_row;
-    *reinterpret_cast<uint4*>(dst + c * 8) = *reinterpret_cast<const uint4*>(src + c * 8);
   }
 }
 
@@ -386,14 +373,14 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
                                              k_src, v_src);
     }
     __syncthreads();
-    if (rotate && has_new && first == 0) {
-      write_new_row<kDim, kThreads>(k_new, v_new, k_head + static_cast<size_t>(pos) * kDim,
-                                    v_head + static_cast<size_t>(pos) * kDim);
+    if (rotate && has_new && first == 0) {  // the cache row, once per kv head
+      copy_new_row<kDim, kThreads>(k_head + static_cast<size_t>(pos) * kDim,
+                                   v_head + static_cast<size_t>(pos) * kDim, k_new, v_new);
     }
     const int new_row = has_new ? (pos - start) % kTileKeys : 0;
     if (has_new && new_tile < kStages) {  // its tile is in the ring already
-      place_new_row<kDim, kThreads>(ks + new_tile * kTileElems + new_row * kStride,
-                                    vs + new_tile * kTileElems + new_row * kStride, k_new, v_new);
+      copy_new_row<kDim, kThreads>(ks + new_tile * kTileElems + new_row * kStride,
+                                   vs + new_tile * kTileElems + new_row * kStride, k_new, v_new);
     }
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
@@ -451,8 +438,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
                                                 k_head, v_head, start + (it + kStages) * kTileKeys,
                                                 history_end, skip_key);
         if (it + kStages == new_tile) {
-          place_new_row<kDim, kThreads>(ks + slot * kTileElems + new_row * kStride,
-                                        vs + slot * kTileElems + new_row * kStride, k_new, v_new);
+          copy_new_row<kDim, kThreads>(ks + slot * kTileElems + new_row * kStride,
+                                       vs + slot * kTileElems + new_row * kStride, k_new, v_new);
         }
       }
       cp_async_commit();
