@@ -321,11 +321,10 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   const int pos = *p.position;
   int start, end;
   slice(p, pos, split, &start, &end);
-  // Rows [start, history_end) are history; the row at `pos`, when it lies in this slice
-  // (and in the cache), is the one this step wrote: the slice's last key, which the tiles
-  // get from the new row after the wait (new_tile: the tile it lies in).
+  // The row at `pos`, when it lies in this slice (and in the cache), is the one this step
+  // wrote: the slice's last key. The copies of the history leave it out (skip_key), and
+  // the tile it lies in (new_tile) gets it from the new row after the wait.
   const bool has_new = pos >= start && pos < end;
-  const int history_end = has_new ? pos : end;
   const int skip_key = has_new ? pos : -1;
   const int tiles = end > start ? ceil_div(end - start, kTileKeys) : 0;
   const int new_tile = has_new ? (pos - start) / kTileKeys : -1;
@@ -336,7 +335,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   for (int s = 0; s < kStages; ++s) {
     if (s < tiles) {
       load_kv_tile<kDim, kThreads, kTileKeys>(ks + s * kTileElems, vs + s * kTileElems, k_head,
-                                              v_head, start + s * kTileKeys, history_end, skip_key);
+                                              v_head, start + s * kTileKeys, end, skip_key);
     }
     cp_async_commit();
   }
@@ -436,7 +435,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
       if (it + kStages < tiles) {
         load_kv_tile<kDim, kThreads, kTileKeys>(ks + slot * kTileElems, vs + slot * kTileElems,
                                                 k_head, v_head, start + (it + kStages) * kTileKeys,
-                                                history_end, skip_key);
+                                                end, skip_key);
         if (it + kStages == new_tile) {
           copy_new_row<kDim, kThreads>(ks + slot * kTileElems + new_row * kStride,
                                        vs + slot * kTileElems + new_row * kStride, k_new, v_new);
