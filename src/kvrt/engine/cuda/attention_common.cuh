@@ -35,14 +35,36 @@ __device__ __forceinline__ void load_kv_tile(bf16* k_tile, bf16* v_tile, const b
                                              const bf16* v_head, int key0, int key_end,
                                              int skip_key = -1) {
   constexpr int kChunks = kDim / 8, kStride = kDim + 8;
-  for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i - r * kChunks;
-    const int key = key0 + r;
-    if (key == skip_key) continue;
-    const bool valid = key < key_end;
-    const size_t offset = static_cast<size_t>(valid ? key : 0) * kDim + c * 8;
-    cp_async_16(k_tile + r * kStride + c * 8, k_head + offset, valid);
-    cp_async_16(v_tile + r * kStride + c * 8, v_head + offset, valid);
+  if constexpr (kThreads % kChunks == 0 && kKeys % (kThreads / kChunks) == 0) {
+    // Thread t copies chunk t % kChunks of rows t / kChunks, + kRowStep, ...: its
+    // addresses advance by constants, so a row costs a compare and two copies (the loop
+    // below works out each copy's row, chunk and addresses again).
+    constexpr int kRowStep = kThreads / kChunks;
+    const int row = static_cast<int>(threadIdx.x) / kChunks;
+    const int column = (static_cast<int>(threadIdx.x) - row * kChunks) * 8;
+    const uint32_t k_dst = smem_address(k_tile + row * kStride + column);
+    const uint32_t v_dst = smem_address(v_tile + row * kStride + column);
+    const size_t src0 = static_cast<size_t>(key0 + row) * kDim + column;
+#pragma unroll
+    for (int j = 0; j < kKeys / kRowStep; ++j) {
+      const int key = key0 + row + j * kRowStep;
+      if (key == skip_key) continue;
+      const bool valid = key < key_end;
+      const size_t src = valid ? src0 + static_cast<size_t>(j) * kRowStep * kDim : 0;
+      const uint32_t dst_offset = j * kRowStep * kStride * sizeof(bf16);
+      cp_async_16(k_dst + dst_offset, k_head + src, valid);
+      cp_async_16(v_dst + dst_offset, v_head + src, valid);
+    }
+  } else {
+    for (int i = threadIdx.x; i < kKeys * kChunks; i += kThreads) {
+      const int r = i / kChunks, c = i - r * kChunks;
+      const int key = key0 + r;
+      if (key == skip_key) continue;
+      const bool valid = key < key_end;
+      const size_t offset = static_cast<size_t>(valid ? key : 0) * kDim + c * 8;
+      cp_async_16(k_tile + r * kStride + c * 8, k_head + offset, valid);
+      cp_async_16(v_tile + r * kStride + c * 8, v_head + offset, valid);
+    }
   }
 }
 

@@ -20,10 +20,13 @@ __device__ __forceinline__ uint32_t smem_address(const void* ptr) {
 
 // 16 bytes global -> shared, asynchronously; zero-fills the destination when !valid
 // (src must still be a valid address).
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_address(dst)), "l"(src),
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0)
                : "memory");
+}
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  cp_async_16(smem_address(dst), src, valid);
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
