@@ -29,8 +29,8 @@ inline float attention_scale_log2(float scale, int head_dim) {
 // Copies cache rows [key0, key0 + kKeys) of one head into a tile (cp.async, all threads
 // of the block); rows at or past key_end are zero-filled, so garbage (even NaN) beyond
 // the live cache never reaches the MMAs. Row `skip_key` is left alone (its caller writes
-// it).
-template <int kDim, int kThreads, int kKeys = kAttnTileKeys>
+// it). kUnrolled: a thread's rows as straight-line code rather than a loop.
+template <int kDim, int kThreads, int kKeys = kAttnTileKeys, bool kUnrolled = true>
 __device__ __forceinline__ void load_kv_tile(bf16* k_tile, bf16* v_tile, const bf16* k_head,
                                              const bf16* v_head, int key0, int key_end,
                                              int skip_key = -1) {
@@ -45,7 +45,7 @@ __device__ __forceinline__ void load_kv_tile(bf16* k_tile, bf16* v_tile, const b
     const uint32_t k_dst = smem_address(k_tile + row * kStride + column);
     const uint32_t v_dst = smem_address(v_tile + row * kStride + column);
     const size_t src0 = static_cast<size_t>(key0 + row) * kDim + column;
-#pragma unroll
+#pragma unroll(kUnrolled ? kKeys / kRowStep : 1)
     for (int j = 0; j < kKeys / kRowStep; ++j) {
       const int key = key0 + row + j * kRowStep;
       if (key == skip_key) continue;
