@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   uint4 x[kChunks];
 #pragma unroll
   for (int k = 0; k < kChunks; ++k) {
-    x[k] = in_row[k] ? reinterpret_cast<const uint4*>(p.x)[own[k]] : zero;
+    x[k] = in_row[k] ? block_x(p)[own[k]] : zero;
   }
   if constexpr (kNorm) {  // HF LlamaRMSNorm's rounding: bf16(bf16(x * inv_rms) * gamma)
     float squares = 0.0f;
