@@ -48,7 +48,7 @@ struct Variant {
   bool prefetch_history = true;  // DecodeAttention::prefetch_history
   bool attention = true;         // false: no rope, no attention (their share)
   int splits = 0;                // 0: decode_attention_splits()
-  // Copies of the residual stream and of the SwiGLU output (DecodeLinear's replicas).
+  // Copies of the residual stream (DecodeLinear's activation replicas).
   int replicas = kDecodeActivationReplicas;
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
@@ -70,8 +70,7 @@ struct Step {
         qkv(static_cast<size_t>(m.q_heads + 2 * m.kv_heads) * m.head_dim * 2),
         attn(static_cast<size_t>(m.q_heads) * m.head_dim * 2),
         gate_up(static_cast<size_t>(2) * m.inter * 2),
-        act(static_cast<size_t>(decode_activation_replica_stride(m.inter)) *
-            kDecodeActivationReplicas * 2),
+        act(static_cast<size_t>(m.inter) * 2),
         logits(static_cast<size_t>(m.vocab) * 4) {
     embed.random(1.0f, 11);
     final_norm.random(1.0f, 12);
@@ -139,10 +138,9 @@ struct Step {
 
   // Ours: the fused decode_linear kernels, attention as `v` says.
   Status ours(const Variant& v, cudaStream_t s) {
-    // The residual stream h and the SwiGLU output act in v.replicas copies: written by
-    // the embedding, o_proj, gate/up and down, read by q/k/v, gate/up, down and the head.
+    // The residual stream h in v.replicas copies: written by the embedding, o_proj and
+    // down, read by q/k/v, gate/up and the LM head (every block of which reads all of it).
     const Replicas hr{v.replicas, decode_activation_replica_stride(m.hidden)};
-    const Replicas ar{v.replicas, decode_activation_replica_stride(m.inter)};
     const Replicas one{1, 0};
     KVRT_RETURN_IF_ERROR(embedding_gather(embed.bf(), m.vocab, m.hidden,
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s,
@@ -159,10 +157,10 @@ struct Step {
                                   false, true, h, hr, s));
       set_decode_linear_tuning(v.gate_up);
       KVRT_RETURN_IF_ERROR(linear(layer->gate_up, h, hr, m.inter, m.hidden, &layer->mlp_norm, true,
-                                  false, act, ar, s));
+                                  false, act, one, s));
       set_decode_linear_tuning(v.down);
       KVRT_RETURN_IF_ERROR(
-          linear(layer->down, act, ar, m.hidden, m.inter, nullptr, false, true, h, hr, s));
+          linear(layer->down, act, one, m.hidden, m.inter, nullptr, false, true, h, hr, s));
       set_decode_linear_tuning(DecodeLinearTuning{});
     }
     DecodeLinear head;

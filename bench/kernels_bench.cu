@@ -157,8 +157,8 @@ CopyBandwidth copy_bandwidth(Timer& timer) {
 // matrix (tokens = N), which has no norm or SwiGLU fusion. `in_table` false: only the
 // sweep's rows (shapes the table leaves out).
 // Copies of a decode GEMV's x and bf16 output, as the decode step keeps them
-// (decode_step_bench.cu): the residual stream and the SwiGLU output in
-// kDecodeActivationReplicas copies, attention's input and output in one.
+// (decode_step_bench.cu): the residual stream in kDecodeActivationReplicas copies, the
+// other activations (attention's input and output, the SwiGLU output) in one.
 struct StepCopies {
   int in = kDecodeActivationReplicas;
   int out = kDecodeActivationReplicas;
@@ -674,11 +674,11 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     }
     if (wanted("decode gate/up (norm+SwiGLU)")) {
       bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", 1, m.inter, m.hidden,
-                   true, true, false, false, {});
+                   true, true, false, false, {.out = 1});
     }
     if (wanted("decode down (+residual)")) {
       bench_linear(timer, report, **lt, m, "decode down (+residual)", 1, m.hidden, m.inter, false,
-                   false, true, false, {});
+                   false, true, false, {.in = 1});
     }
     if (wanted("decode LM head (norm, f32 out)")) {
       bench_linear(timer, report, **lt, m, "decode LM head (norm, f32 out)", 1, m.vocab, m.hidden,
@@ -690,7 +690,7 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
       const bool in_table = tokens == 2 || tokens == 4 || tokens == 8;
       if (!in_table && !g_sweep.enabled) continue;
       bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", tokens, m.inter,
-                   m.hidden, true, true, false, false, {}, false, in_table);
+                   m.hidden, true, true, false, false, {.out = 1}, false, in_table);
     }
     if (wanted("decode attention")) {
       bench_decode_attention(timer, report, m, 4096);

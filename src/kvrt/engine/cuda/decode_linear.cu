@@ -64,8 +64,8 @@ Status validate(const DecodeLinear& op) {
     return invalid_argument("decode_linear: bias must be 2-byte aligned (bf16)");
   }
   auto check_replicas = [](const char* what, int replicas, int64_t stride, int64_t extent) {
-    if (replicas < 1 || replicas > kMaxActivationReplicas) {
-      return invalid_argument("decode_linear: ", what, "_replicas must be in [1, ",
+    if (replicas < 1 || replicas > kMaxActivationReplicas || (replicas & (replicas - 1)) != 0) {
+      return invalid_argument("decode_linear: ", what, "_replicas must be a power of two in [1, ",
                               kMaxActivationReplicas, "], got ", replicas);
     }
     if (replicas > 1 && (stride < extent || stride % 8 != 0 || stride > kMaxReplicaStride)) {

@@ -89,7 +89,8 @@ struct Params {
   // compiles to the same code whether or not this field exists.
   const bf16* bias;  // [rows] or [2 rows], or null
   // Activation replicas (DecodeLinear), each as count | stride in 16-byte chunks << 16:
-  // block b reads x copy b % count; every output is written count times.
+  // block b reads x copy b % count (count a power of two); every output is written count
+  // times.
   uint32_t x_replicas;
   uint32_t y_replicas;
 #if KVRT_KERNEL_TRACE
@@ -106,10 +107,11 @@ struct Params {
 // squares across warps, and `sync` is a barrier over the kWarps warps.
 constexpr int kRegisterSteps = 8;
 
-// The copy of x this block reads (Params::x_replicas).
+// The copy of x this block reads (Params::x_replicas; a power of two: a mask, where a
+// modulo by the count made one-token q/k/v 0.4 us slower).
 __device__ __forceinline__ const uint4* block_x(const Params& p) {
   const uint32_t copies = p.x_replicas & 0xffffu, stride = p.x_replicas >> 16;
-  return reinterpret_cast<const uint4*>(p.x) + (blockIdx.x % copies) * stride;
+  return reinterpret_cast<const uint4*>(p.x) + (blockIdx.x & (copies - 1)) * stride;
 }
 
 template <typename Chunk>

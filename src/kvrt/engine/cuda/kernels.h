@@ -93,17 +93,18 @@ struct DecodeLinear {
   // reads copy b % input_replicas; with output_replicas > 1 every bf16 output is written
   // to that many copies, output_replica_stride elements apart (so the next launch can
   // read them as its input replicas; residual is read from its pointer alone, so in place
-  // it is output's first copy). Strides are multiples of 8, at least tokens · in
-  // (tokens · rows) and below 2^19 elements (1 MiB); at most kMaxActivationReplicas copies.
+  // it is output's first copy). Copies: a power of two up to kMaxActivationReplicas.
+  // Strides: multiples of 8, at least tokens · in (tokens · rows), below 2^19 elements.
   int input_replicas = 1;
   int64_t input_replica_stride = 0;
   int output_replicas = 1;
   int64_t output_replica_stride = 0;
 };
 constexpr int kMaxActivationReplicas = 16;
-// What a decode step uses: 4 copies, 64 KB apart or more. In a chain of one-token q/k/v
-// launches with x at 12 placements, one copy took 3.13-3.51 us (TinyLlama), four 2.90-2.99;
-// o_proj 2.88-3.16 against 2.86-2.91 (docs/kernels-notes.md, *Activation replicas*).
+// What a decode step keeps of its residual stream: 4 copies, 64 KB apart or more. In a
+// chain of one-token q/k/v launches with x at 12 placements, one copy took 3.13-3.51 us
+// (TinyLlama), four 2.90-2.99; o_proj 2.88-3.16 against 2.86-2.91
+// (docs/kernels-notes.md, *Activation replicas*).
 constexpr int kDecodeActivationReplicas = 4;
 inline int64_t decode_activation_replica_stride(int64_t elements) {
   return (elements + 32767) / 32768 * 32768;

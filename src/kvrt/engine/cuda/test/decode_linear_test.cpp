@@ -36,7 +36,8 @@ struct LinearCase {
   Variant variant;
   bool bias = false;  // [rows] (or [2·rows] with SwiGLU) added before any rounding
   // Activation replicas (DecodeLinear): x in this many copies, and with bf16 output the
-  // output too, `gap` poisoned elements (a multiple of 8) after each copy but the last.
+  // output too, each but the last followed by `gap` poisoned elements (a multiple of 8;
+  // an output of rows not a multiple of 8 is padded to one first: strides are).
   int replicas = 1;
   int gap = 0;
 };
@@ -104,11 +105,12 @@ void check_linear(const LinearCase& c) {
   const int out_copies = f32 ? 1 : c.replicas;
   // In place, the residual is the output's first copy; the others start poisoned.
   const std::vector<uint16_t> poisoned_out(out_count, kPoison);
-  std::vector<uint16_t> res_copies = with_replicas(poisoned_out, out_copies, c.gap);
+  const int out_gap = c.gap + static_cast<int>((8 - out_count % 8) % 8);
+  std::vector<uint16_t> res_copies = with_replicas(poisoned_out, out_copies, out_gap);
   std::copy(res.begin(), res.end(), res_copies.begin());
   DeviceBuffer<uint16_t> d_w(w), d_x(with_replicas(x, c.replicas, c.gap)), d_gamma(gamma),
       d_res(c.variant == Variant::kResidualInPlace ? res_copies : res), d_bias(bias);
-  DeviceBuffer<uint16_t> d_y(with_replicas(poisoned_out, out_copies, c.gap));
+  DeviceBuffer<uint16_t> d_y(with_replicas(poisoned_out, out_copies, out_gap));
   DeviceBuffer<float> d_y32(out_count);
   d_y32.poison();
 
@@ -118,7 +120,7 @@ void check_linear(const LinearCase& c) {
   op.input_replicas = c.replicas;
   op.input_replica_stride = static_cast<int64_t>(x.size()) + c.gap;
   op.output_replicas = out_copies;
-  op.output_replica_stride = static_cast<int64_t>(out_count) + c.gap;
+  op.output_replica_stride = static_cast<int64_t>(out_count) + out_gap;
   op.tokens = c.tokens;
   op.rows = c.rows;
   op.in = c.in;
@@ -164,7 +166,7 @@ void check_linear(const LinearCase& c) {
     out = d_y32.download();
   } else {
     const auto all = c.variant == Variant::kResidualInPlace ? d_res.download() : d_y.download();
-    const size_t stride = out_count + static_cast<size_t>(c.gap);
+    const size_t stride = out_count + static_cast<size_t>(out_gap);
     for (int copy = 0; copy < out_copies; ++copy) {
       const auto begin = all.begin() + static_cast<std::ptrdiff_t>(copy * stride);
       const std::vector<uint16_t> values(begin, begin + static_cast<std::ptrdiff_t>(out_count));
@@ -176,8 +178,8 @@ void check_linear(const LinearCase& c) {
       }
       if (copy + 1 < out_copies) {  // the gaps are not written
         const auto gap_begin = begin + static_cast<std::ptrdiff_t>(out_count);
-        EXPECT_EQ(std::vector<uint16_t>(gap_begin, gap_begin + c.gap),
-                  std::vector<uint16_t>(static_cast<size_t>(c.gap), kPoison))
+        EXPECT_EQ(std::vector<uint16_t>(gap_begin, gap_begin + out_gap),
+                  std::vector<uint16_t>(static_cast<size_t>(out_gap), kPoison))
             << "gap after output copy " << copy;
       }
     }
@@ -301,7 +303,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       // written to each (one token copied and in registers, several staged and in
       // registers, f32 out).
       {1, 300, 5632, Variant::kResidual, false, 4, 8},
-      {3, 77, 776, Variant::kNormSwiglu, false, 3, 8},
+      {3, 77, 776, Variant::kNormSwiglu, false, 2, 8},
       {1, 2560, 2048, Variant::kNorm, false, 4, 0},
       {2, 1003, 2056, Variant::kNormF32, false, 4, 16},
       {8, 520, 8192, Variant::kResidualInPlace, false, 2, 8}};
@@ -380,7 +382,7 @@ INSTANTIATE_TEST_SUITE_P(
         // tokens' paths (x in registers and staged), with a bias.
         LinearCase{1, 2560, 2048, Variant::kNorm, false, 4, 8},
         LinearCase{1, 2048, 2048, Variant::kResidualInPlace, false, 4, 0},
-        LinearCase{1, 5632, 2048, Variant::kNormSwiglu, false, 3, 16},
+        LinearCase{1, 5632, 2048, Variant::kNormSwiglu, false, 2, 16},
         LinearCase{1, 2048, 5632, Variant::kResidualInPlace, false, 4, 8},
         LinearCase{1, 2048, 8192, Variant::kResidual, false, 2, 8},
         LinearCase{1, 1003, 2048, Variant::kNormF32, false, 4, 8},
@@ -463,6 +465,7 @@ TEST(DecodeLinearArguments, BadReplicasAreRejectedNamingThem) {
   };
   // valid_op: 1 token, in 8, rows 2.
   const Bad bads[] = {{0, 0, 1, 0, "input_replicas"},
+                      {3, 8, 1, 0, "input_replicas"},  // not a power of two
                       {kMaxActivationReplicas + 1, 8, 1, 0, "input_replicas"},
                       {2, 4, 1, 0, "input_replica_stride"},        // shorter than x
                       {2, 12, 1, 0, "input_replica_stride"},       // not a multiple of 8
