@@ -2,8 +2,7 @@
 // kernel library, captured in a graph: the kernels in the company they keep in a real
 // step, where each one's start overlaps its predecessor's end. Timed in one run: ours
 // with PDL (rope fused into decode_attention), ours with rope_kv_write as its own kernel,
-// ours with decode_attention reading all of its cache after the PDL wait, ours with the
-// activations in one copy rather than kDecodeActivationReplicas, and a peer
+// ours with decode_attention reading all of its cache after the PDL wait, and a peer
 // step whose linear layers are cuBLASLt GEMMs with separate RMSNorm and SwiGLU kernels
 // (attention ours in both). The argmax is left out (it has its own row).
 #include "bench_common.h"
@@ -48,8 +47,6 @@ struct Variant {
   bool prefetch_history = true;  // DecodeAttention::prefetch_history
   bool attention = true;         // false: no rope, no attention (their share)
   int splits = 0;                // 0: decode_attention_splits()
-  // Copies of the residual stream (DecodeLinear's activation replicas).
-  int replicas = kDecodeActivationReplicas;
   // Launch geometries of the linear layers (default: the library's choice). Applied as
   // the process-wide override around each launch while the step is captured.
   DecodeLinearTuning qkv, o_proj, gate_up, down;
@@ -64,9 +61,8 @@ struct Step {
         lm_head(embed.bytes),
         token(sizeof(int32_t)),
         position(sizeof(int32_t)),
-        h(static_cast<size_t>(decode_activation_replica_stride(m.hidden)) *
-          kDecodeActivationReplicas * 2),
-        normed(static_cast<size_t>(m.hidden) * 2),
+        h(static_cast<size_t>(m.hidden) * 2),
+        normed(h.bytes),
         qkv(static_cast<size_t>(m.q_heads + 2 * m.kv_heads) * m.head_dim * 2),
         attn(static_cast<size_t>(m.q_heads) * m.head_dim * 2),
         gate_up(static_cast<size_t>(2) * m.inter * 2),
@@ -138,36 +134,28 @@ struct Step {
 
   // Ours: the fused decode_linear kernels, attention as `v` says.
   Status ours(const Variant& v, cudaStream_t s) {
-    // The residual stream h in v.replicas copies: written by the embedding, o_proj and
-    // down, read by q/k/v, gate/up and the LM head (every block of which reads all of it).
-    const Replicas hr{v.replicas, decode_activation_replica_stride(m.hidden)};
-    const Replicas one{1, 0};
     KVRT_RETURN_IF_ERROR(embedding_gather(embed.bf(), m.vocab, m.hidden,
-                                          static_cast<const int32_t*>(token.ptr), 1, h.bf(), s,
-                                          hr.copies, hr.stride));
+                                          static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
       set_decode_linear_tuning(v.qkv);
-      KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, hr, qkv_rows, m.hidden, &layer->attn_norm, false,
-                                  false, qkv, one, s, layer->bias()));
+      KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false,
+                                  false, qkv, s, layer->bias()));
       set_decode_linear_tuning(DecodeLinearTuning{});
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
       set_decode_linear_tuning(v.o_proj);
-      KVRT_RETURN_IF_ERROR(linear(layer->o, attn, one, m.hidden, m.q_heads * m.head_dim, nullptr,
-                                  false, true, h, hr, s));
-      set_decode_linear_tuning(v.gate_up);
-      KVRT_RETURN_IF_ERROR(linear(layer->gate_up, h, hr, m.inter, m.hidden, &layer->mlp_norm, true,
-                                  false, act, one, s));
-      set_decode_linear_tuning(v.down);
       KVRT_RETURN_IF_ERROR(
-          linear(layer->down, act, one, m.hidden, m.inter, nullptr, false, true, h, hr, s));
+          linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
+      set_decode_linear_tuning(v.gate_up);
+      KVRT_RETURN_IF_ERROR(
+          linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
+      set_decode_linear_tuning(v.down);
+      KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
       set_decode_linear_tuning(DecodeLinearTuning{});
     }
     DecodeLinear head;
     head.weight = lm_head.bf();
     head.input = h.bf();
-    head.input_replicas = hr.copies;
-    head.input_replica_stride = hr.stride;
     head.rows = m.vocab;
     head.in = m.hidden;
     head.norm_weight = final_norm.bf();
@@ -175,18 +163,11 @@ struct Step {
     return decode_linear(head, s);
   }
 
-  struct Replicas {
-    int copies;
-    int64_t stride;
-  };
-  Status linear(const Buffer& w, const Buffer& x, Replicas xr, int rows, int in, const Buffer* norm,
-                bool swiglu, bool residual, const Buffer& y, Replicas yr, cudaStream_t s,
-                const bf16* bias = nullptr) {
+  Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
+                bool residual, const Buffer& y, cudaStream_t s, const bf16* bias = nullptr) {
     DecodeLinear op;
     op.weight = w.bf();
     op.input = x.bf();
-    op.input_replicas = xr.copies;
-    op.input_replica_stride = xr.stride;
     op.rows = rows;
     op.in = in;
     op.norm_weight = norm != nullptr ? norm->bf() : nullptr;
@@ -194,8 +175,6 @@ struct Step {
     op.bias = bias;
     op.residual = residual ? y.bf() : nullptr;
     op.output = y.bf();
-    op.output_replicas = yr.copies;
-    op.output_replica_stride = yr.stride;
     return decode_linear(op, s);
   }
 
@@ -276,13 +255,11 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   };
   const auto ours =
       timer.ours([&](int, cudaStream_t s) { return step.ours(Variant{}, s); }, kSteps);
-  Variant separate_rope, late_history, one_copy;
+  Variant separate_rope, late_history;
   separate_rope.fused_rope = false;
   late_history.prefetch_history = false;
-  one_copy.replicas = 1;
   const LaunchTime separate_rope_us = time(separate_rope);
   const LaunchTime late_history_us = time(late_history);
-  const LaunchTime one_copy_us = time(one_copy);
   set_programmatic_launch(false);
   const double peer =
       timer.per_launch_us([&](int, cudaStream_t s) { return step.peer(lt, s); }, kSteps);
@@ -296,7 +273,6 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   row("decode step (embedding to logits)", ours);
   row("decode step, rope as its own kernel", {separate_rope_us, ours.plain});
   row("decode step, attention history read after the PDL wait", {late_history_us, ours.plain});
-  row("decode step, activations in one copy", {one_copy_us, ours.plain});
   if (!sweep.enabled) return;
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);

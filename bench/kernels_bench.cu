@@ -11,14 +11,13 @@
 // programmatic dependent launch (as a captured decode step runs them) and without.
 //
 //   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--trace] [--models A,B|all]
-//                 [--only LABEL,...]
 //   (kernels_bench_main.cpp)
 //
 // The last rows per model time a whole decode step (decode_step_bench.cu). A second table
 // sets each memory-bound decode row against its chain floor (chain_floor.cu): the least
 // kernel of a PDL chain that reads the same bytes, and for the small one-token rows the
 // ladder of a GEMV's steps added to it. --quick runs only the decode attention
-// and decode step rows, without that table; --only picks rows by label.
+// and decode step rows.
 // --sweep also times every launch geometry of decode_linear and several split counts of
 // decode_attention at each shape, and appends that table. --trace prints only the
 // per-block timelines of the decode_linear chains and of whole decode steps
@@ -156,48 +155,19 @@ CopyBandwidth copy_bandwidth(Timer& timer) {
 // One decode linear layer: ours (with its fusions) against a cuBLASLt GEMM of the same
 // matrix (tokens = N), which has no norm or SwiGLU fusion. `in_table` false: only the
 // sweep's rows (shapes the table leaves out).
-// Copies of a decode GEMV's x and bf16 output, as the decode step keeps them
-// (decode_step_bench.cu): the residual stream in kDecodeActivationReplicas copies, the
-// other activations (attention's input and output, the SwiGLU output) in one.
-struct StepCopies {
-  int in = kDecodeActivationReplicas;
-  int out = kDecodeActivationReplicas;
-};
-
-// `copies` identical copies of `elements` random bf16 values, `stride` elements apart.
-std::unique_ptr<Buffer> replicated(size_t elements, int copies, int64_t stride, uint32_t seed) {
-  auto buffer = std::make_unique<Buffer>(
-      static_cast<size_t>(std::max<int64_t>(stride * (copies - 1) + elements, elements)) * 2);
-  buffer->random(1.0f, seed);
-  for (int c = 1; c < copies; ++c) {
-    check(
-        cudaMemcpy(buffer->bf() + c * stride, buffer->ptr, elements * 2, cudaMemcpyDeviceToDevice),
-        "replica");
-  }
-  return buffer;
-}
-
 void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& m,
                   const char* kernel, int tokens, int rows, int in, bool norm, bool swiglu,
-                  bool residual, bool f32_out, StepCopies step_copies, bool bias = false,
-                  bool in_table = true) {
+                  bool residual, bool f32_out, bool bias = false, bool in_table = true) {
   const int mats = swiglu ? 2 : 1;
   const size_t w_bytes = static_cast<size_t>(mats) * rows * in * 2;
   const int copies = copies_for(w_bytes);
   auto weights = rotation(w_bytes, copies, 1.0f / 64);
-  const size_t x_elements = static_cast<size_t>(tokens) * in;
-  const size_t out_elements = static_cast<size_t>(tokens) * rows;
-  const int x_copies = step_copies.in, y_copies = f32_out ? 1 : step_copies.out;
-  const int64_t x_stride = decode_activation_replica_stride(static_cast<int64_t>(x_elements));
-  const int64_t y_stride = decode_activation_replica_stride(static_cast<int64_t>(out_elements));
-  const auto x_copies_buffer = replicated(x_elements, x_copies, x_stride, 7);
-  const Buffer& x = *x_copies_buffer;
-  Buffer gamma(static_cast<size_t>(in) * 2);
-  Buffer y(std::max(out_elements * mats * 4,
-                    static_cast<size_t>(y_stride * (y_copies - 1) + out_elements) * 2));
-  const auto res_buffer = replicated(out_elements, y_copies, y_stride, 9);
-  const Buffer& res = *res_buffer;
+  Buffer x(static_cast<size_t>(tokens) * in * 2), gamma(static_cast<size_t>(in) * 2);
+  Buffer y(static_cast<size_t>(tokens) * mats * rows * 4),
+      res(static_cast<size_t>(tokens) * rows * 2);
+  x.random(1.0f, 7);
   gamma.random(1.0f, 8);
+  res.random(1.0f, 9);
   Buffer bias_values(static_cast<size_t>(mats) * rows * 2);
   bias_values.random(1.0f, 17);
   const int launches = std::max(copies, 32);
@@ -205,10 +175,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     DecodeLinear op;
     op.weight = weight;
     op.input = x.bf();
-    op.input_replicas = x_copies;
-    op.input_replica_stride = x_stride;
-    op.output_replicas = y_copies;
-    op.output_replica_stride = y_stride;
     op.tokens = tokens;
     op.rows = rows;
     op.in = in;
@@ -226,7 +192,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   auto launch_ours = [&](int i, cudaStream_t s) {
     return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s);
   };
-  const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2) * y_copies;
+  const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
   const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
                        (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0) +
                        (bias ? mats * rows * 2.0 : 0.0);
@@ -655,52 +621,40 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   g_floor.enabled = !quick;
   g_floor.copy_gbs = copy_gbs;
   bench_floor(timer, report);
-  std::vector<std::string> only = options.only;
-  if (only.empty() && quick) only = {"decode attention", "decode step"};
-  auto wanted = [&](const std::string& label) {
-    return only.empty() || std::any_of(only.begin(), only.end(), [&](const std::string& part) {
-             return label.find(part) != std::string::npos;
-           });
-  };
   for (const Model& m : models) {
-    const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
-    if (wanted("decode qkv (norm fused)")) {
-      bench_linear(timer, report, **lt, m, "decode qkv (norm fused)", 1, qkv_rows, m.hidden, true,
-                   false, false, false, {.out = 1}, m.qkv_bias);
-    }
-    if (wanted("decode o_proj (+residual)")) {
-      bench_linear(timer, report, **lt, m, "decode o_proj (+residual)", 1, m.hidden,
-                   m.q_heads * m.head_dim, false, false, true, false, {.in = 1});
-    }
-    if (wanted("decode gate/up (norm+SwiGLU)")) {
-      bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", 1, m.inter, m.hidden,
-                   true, true, false, false, {.out = 1});
-    }
-    if (wanted("decode down (+residual)")) {
-      bench_linear(timer, report, **lt, m, "decode down (+residual)", 1, m.hidden, m.inter, false,
-                   false, true, false, {.in = 1});
-    }
-    if (wanted("decode LM head (norm, f32 out)")) {
-      bench_linear(timer, report, **lt, m, "decode LM head (norm, f32 out)", 1, m.vocab, m.hidden,
-                   true, false, false, true, {});
-    }
-    // The sweep also times the token counts the table leaves out, for where gate/up's
-    // geometry changes hands (decode_linear.cu).
-    for (int tokens = 2; tokens <= 8 && wanted("decode gate/up (norm+SwiGLU)"); ++tokens) {
-      const bool in_table = tokens == 2 || tokens == 4 || tokens == 8;
-      if (!in_table && !g_sweep.enabled) continue;
-      bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", tokens, m.inter,
-                   m.hidden, true, true, false, false, {.out = 1}, false, in_table);
-    }
-    if (wanted("decode attention")) {
+    if (quick) {
       bench_decode_attention(timer, report, m, 4096);
       bench_decode_attention(timer, report, m, 32768);
       bench_decode_attention(timer, report, m, 4096, true);
+      bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
+      continue;
     }
-    if (wanted("rope + kv write")) bench_small_ops(timer, report, m);
-    if (wanted("prefill linear")) bench_prefill(timer, report, **lt, m, 512);
-    if (wanted("prefill attention")) bench_prefill_attention(timer, report, m, 4096);
-    if (wanted("decode step")) bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
+    const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
+    bench_linear(timer, report, **lt, m, "decode qkv (norm fused)", 1, qkv_rows, m.hidden, true,
+                 false, false, false, m.qkv_bias);
+    bench_linear(timer, report, **lt, m, "decode o_proj (+residual)", 1, m.hidden,
+                 m.q_heads * m.head_dim, false, false, true, false);
+    bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", 1, m.inter, m.hidden, true,
+                 true, false, false);
+    bench_linear(timer, report, **lt, m, "decode down (+residual)", 1, m.hidden, m.inter, false,
+                 false, true, false);
+    bench_linear(timer, report, **lt, m, "decode LM head (norm, f32 out)", 1, m.vocab, m.hidden,
+                 true, false, false, true);
+    // The sweep also times the token counts the table leaves out, for where gate/up's
+    // geometry changes hands (decode_linear.cu).
+    for (int tokens = 2; tokens <= 8; ++tokens) {
+      const bool in_table = tokens == 2 || tokens == 4 || tokens == 8;
+      if (!in_table && !g_sweep.enabled) continue;
+      bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", tokens, m.inter,
+                   m.hidden, true, true, false, false, false, in_table);
+    }
+    bench_decode_attention(timer, report, m, 4096);
+    bench_decode_attention(timer, report, m, 32768);
+    bench_decode_attention(timer, report, m, 4096, true);
+    bench_small_ops(timer, report, m);
+    bench_prefill(timer, report, **lt, m, 512);
+    bench_prefill_attention(timer, report, m, 4096);  // a long prompt
+    bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
   }
   check(cudaStreamSynchronize(timer.stream), "final sync");
   check(cudaGetLastError(), "final check");

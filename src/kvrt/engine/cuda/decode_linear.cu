@@ -26,7 +26,6 @@ constexpr size_t kMaxStagedBytes = 144 * 1024;
 constexpr size_t kMaxBlockSmem = 227 * 1024;  // Hopper's per-block opt-in limit
 constexpr size_t kSmemPerSm = 228 * 1024;     // Hopper's shared memory per multiprocessor
 constexpr size_t kReservedSmemPerBlock = 1024;
-constexpr int64_t kMaxReplicaStride = int64_t{0xffff} * 8;  // 16 bits of 16-byte chunks
 
 // The slot width in keys of rows of `in` keys when slots of 2048 are asked for (near-equal
 // slots of a multiple of 64 keys, as decode_linear sets them).
@@ -63,37 +62,13 @@ Status validate(const DecodeLinear& op) {
   if (op.bias != nullptr && !is_aligned(op.bias, alignof(bf16))) {
     return invalid_argument("decode_linear: bias must be 2-byte aligned (bf16)");
   }
-  auto check_replicas = [](const char* what, int replicas, int64_t stride, int64_t extent) {
-    if (replicas < 1 || replicas > kMaxActivationReplicas || (replicas & (replicas - 1)) != 0) {
-      return invalid_argument("decode_linear: ", what, "_replicas must be a power of two in [1, ",
-                              kMaxActivationReplicas, "], got ", replicas);
-    }
-    if (replicas > 1 && (stride < extent || stride % 8 != 0 || stride > kMaxReplicaStride)) {
-      return invalid_argument("decode_linear: ", what, "_replica_stride must be a multiple of 8 ",
-                              "in [", extent, ", ", kMaxReplicaStride, "] elements, got ", stride);
-    }
-    return Status();
-  };
-  KVRT_RETURN_IF_ERROR(check_replicas("input", op.input_replicas, op.input_replica_stride,
-                                      static_cast<int64_t>(op.tokens) * op.in));
-  KVRT_RETURN_IF_ERROR(check_replicas("output", op.output_replicas, op.output_replica_stride,
-                                      static_cast<int64_t>(op.tokens) * op.rows));
-  if (op.output_replicas > 1 && op.output_f32 != nullptr) {
-    return invalid_argument("decode_linear: output_replicas apply to bf16 output only");
-  }
-  // Spans from the first copy's start to the last copy's end.
-  auto span = [&](int replicas, int64_t stride, size_t one) {
-    return (replicas > 1 ? static_cast<size_t>(replicas - 1) * stride * sizeof(bf16) : 0) + one;
-  };
-  const size_t out_bytes = span(op.output_replicas, op.output_replica_stride,
-                                static_cast<size_t>(op.tokens) * op.rows *
-                                    (op.output_f32 != nullptr ? sizeof(float) : sizeof(bf16)));
+  const size_t out_bytes = static_cast<size_t>(op.tokens) * op.rows *
+                           (op.output_f32 != nullptr ? sizeof(float) : sizeof(bf16));
   const void* out = op.output_f32 != nullptr ? static_cast<const void*>(op.output_f32)
                                              : static_cast<const void*>(op.output);
   const size_t in_bytes = static_cast<size_t>(op.tokens) * op.in * sizeof(bf16);
-  if (overlaps(out, out_bytes, op.input,
-               span(op.input_replicas, op.input_replica_stride, in_bytes))) {
-    return invalid_argument("decode_linear: output must not overlap input (any replica)");
+  if (overlaps(out, out_bytes, op.input, in_bytes)) {
+    return invalid_argument("decode_linear: output must not overlap input");
   }
   if (in_bytes > kMaxStagedBytes) {
     return not_supported("decode_linear: tokens * in * 2 = ", in_bytes,
@@ -246,12 +221,6 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   p.x_stride = p.chunks + (12 - p.chunks % 8) % 8;  // = 4 (mod 8): tokens g, g+1 hit other banks
   p.tiles = ceil_div(op.rows, op.swiglu ? kTileCols / 2 : kTileCols);
   p.eps = op.norm_eps;
-  auto pack = [](int replicas, int64_t stride) {  // count | stride in 16-byte chunks << 16
-    return static_cast<uint32_t>(replicas) |
-           (replicas > 1 ? static_cast<uint32_t>(stride / 8) << 16 : 0u);
-  };
-  p.x_replicas = pack(op.input_replicas, op.input_replica_stride);
-  p.y_replicas = pack(op.output_replicas, op.output_replica_stride);
   const int epilogue = (op.swiglu                  ? kSwiglu
                         : op.output_f32 != nullptr ? kStoreF32
                         : op.residual != nullptr   ? kResidual

@@ -88,11 +88,6 @@ struct Params {
   // Last: the fields every kernel reads keep their offsets, so a kernel without a bias
   // compiles to the same code whether or not this field exists.
   const bf16* bias;  // [rows] or [2 rows], or null
-  // Activation replicas (DecodeLinear), each as count | stride in 16-byte chunks << 16:
-  // block b reads x copy b % count (count a power of two); every output is written count
-  // times.
-  uint32_t x_replicas;
-  uint32_t y_replicas;
 #if KVRT_KERNEL_TRACE
   uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
 #endif
@@ -106,13 +101,6 @@ struct Params {
 // wait); `squares` ([kWarps][kMaxTokens] floats of shared memory) carries the sums of
 // squares across warps, and `sync` is a barrier over the kWarps warps.
 constexpr int kRegisterSteps = 8;
-
-// The copy of x this block reads (Params::x_replicas; a power of two: a mask, where a
-// modulo by the count made one-token q/k/v 0.4 us slower).
-__device__ __forceinline__ const uint4* block_x(const Params& p) {
-  const uint32_t copies = p.x_replicas & 0xffffu, stride = p.x_replicas >> 16;
-  return reinterpret_cast<const uint4*>(p.x) + (blockIdx.x & (copies - 1)) * stride;
-}
 
 template <typename Chunk>
 __device__ __forceinline__ void load_gamma_registers(const Params& p,
@@ -131,7 +119,7 @@ __device__ __forceinline__ void load_x_registers(const Params& p, uint4 (&xr)[kR
                                                  float* squares, Sync sync) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const bool x_ok = g < p.tokens;
-  const uint4* x = block_x(p) + (x_ok ? g : 0) * p.chunks;
+  const uint4* x = reinterpret_cast<const uint4*>(p.x) + (x_ok ? g : 0) * p.chunks;
 #pragma unroll
   for (int u = 0; u < kRegisterSteps; ++u) {
     const int c = chunk(u);
@@ -168,7 +156,7 @@ __device__ __forceinline__ void load_x_registers_one_token(const Params& p,
                                                            float* squares, Sync sync) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c = chunk(lane >> 2);  // chunk() takes this lane's t = lane % 4
-  uint4 mine = c < p.chunks ? block_x(p)[c] : make_uint4(0, 0, 0, 0);
+  uint4 mine = c < p.chunks ? reinterpret_cast<const uint4*>(p.x)[c] : make_uint4(0, 0, 0, 0);
   if constexpr (kNorm) {
     const float sum = warp_sum(sum_of_squares(mine));
     if (lane == 0) squares[warp * kMaxTokens] = sum;
@@ -213,7 +201,7 @@ __device__ __forceinline__ void load_staged_gamma(const Params& p, uint4 (&gamma
 template <bool kNorm, int kThreads, int kBatch, int kGamma, typename Sync>
 __device__ void stage_x(const Params& p, uint4* xs, float* scratch, int tid,
                         const uint4 (&gamma)[kGamma], Sync sync) {
-  const uint4* x = block_x(p);
+  const uint4* x = reinterpret_cast<const uint4*>(p.x);
   const int total = p.tokens * p.chunks;
   float squares[kMaxTokens] = {};
   // Batches of kBatch predicated loads per thread: all of a batch are in flight at once
@@ -371,22 +359,15 @@ __device__ __forceinline__ void store_output(const Params& p, int token, int out
     if constexpr (kKind == kSwiglu) up += addend_high<kEpilogue>(a);
   }
   const size_t out = static_cast<size_t>(token) * p.rows + out_row;
-  if constexpr (kKind == kStoreF32) {
-    p.y_f32[out] = sum;
-    return;
-  }
-  bf16 value;
   if constexpr (kKind == kStore) {
-    value = __float2bfloat16(sum);
+    p.y[out] = __float2bfloat16(sum);
   } else if constexpr (kKind == kResidual) {
-    value = __float2bfloat16(round_bf16(sum) + addend_high<kEpilogue>(a));
+    p.y[out] = __float2bfloat16(round_bf16(sum) + addend_high<kEpilogue>(a));
+  } else if constexpr (kKind == kStoreF32) {
+    p.y_f32[out] = sum;
   } else {
-    value = __float2bfloat16(swiglu_value(round_bf16(sum), round_bf16(up)));
+    p.y[out] = __float2bfloat16(swiglu_value(round_bf16(sum), round_bf16(up)));
   }
-  bf16* y = p.y + out;
-  *y = value;
-  const uint32_t copies = p.y_replicas & 0xffffu, stride = (p.y_replicas >> 16) * 8u;
-  for (uint32_t r = 1; r < copies; ++r) y[r * stride] = value;
 }
 
 }  // namespace kvrt::engine::cuda::detail::decode_linear

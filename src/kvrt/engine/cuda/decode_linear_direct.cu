@@ -168,9 +168,8 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   constexpr int kOutputs = outputs_per_tile<kEpilogue>();
   __shared__ float norm_sums[kWarps];
   __shared__ float row_sums[kWarps][kTileCols];
-  // Only with registers or a bias to keep ahead of the PDL wait, or x ahead of the copies'.
-  __shared__ uint32_t
-      load_fences[kRegisterChunks > 0 || has_bias(kEpilogue) || !kNorm ? kThreads : 1];
+  // Only with registers or a bias to keep ahead of the PDL wait.
+  __shared__ uint32_t load_fences[kRegisterChunks > 0 || has_bias(kEpilogue) ? kThreads : 1];
   KVRT_TRACE_BEGIN();
   pdl_launch_dependents();
 
@@ -236,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   uint4 x[kChunks];
 #pragma unroll
   for (int k = 0; k < kChunks; ++k) {
-    x[k] = in_row[k] ? block_x(p)[own[k]] : zero;
+    x[k] = in_row[k] ? reinterpret_cast<const uint4*>(p.x)[own[k]] : zero;
   }
   if constexpr (kNorm) {  // HF LlamaRMSNorm's rounding: bf16(bf16(x * inv_rms) * gamma)
     float squares = 0.0f;
@@ -252,13 +251,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) x[k] = rms_normalize(x[k], gamma[k], inv_rms);
   }
-  if constexpr (kRegisterChunks < kChunks) {
-    // x's trip overlaps W landing only if its loads are issued before the copies' wait;
-    // ptxas sank them below it once x's address took a few more instructions (down
-    // 5.85 -> 6.3 us), and a shared store of a value folded from x holds them there.
-    if constexpr (!kNorm) keep_loads_before_wait(x, &load_fences[threadIdx.x]);
-    cp_async_wait<0>();  // this thread's own copies
-  }
+  if constexpr (kRegisterChunks < kChunks) cp_async_wait<0>();  // this thread's own copies
   float dot[kTileCols];
 #pragma unroll
   for (int r = 0; r < kTileCols; ++r) {

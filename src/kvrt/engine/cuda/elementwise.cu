@@ -137,13 +137,13 @@ __global__ void __launch_bounds__(kThreads)
 // One block per token id: out [count, hidden].
 __global__ void __launch_bounds__(kThreads)
     embedding_kernel(const bf16* table, int vocab, int hidden, const int32_t* tokens, bf16* out,
-                     int64_t replica_stride, bool vectorized) {
+                     bool vectorized) {
   pdl_launch_dependents();
   pdl_wait();
   const int32_t id = tokens[blockIdx.x];
   const bool valid = id >= 0 && id < vocab;
   const size_t src = static_cast<size_t>(valid ? id : 0) * hidden;
-  const size_t dst = static_cast<size_t>(blockIdx.x) * hidden + blockIdx.y * replica_stride;
+  const size_t dst = static_cast<size_t>(blockIdx.x) * hidden;
   if (vectorized) {
     const uint4* from = reinterpret_cast<const uint4*>(table + src);
     uint4* to = reinterpret_cast<uint4*>(out + dst);
@@ -208,29 +208,16 @@ Status swiglu(const bf16* gate_up, bf16* out, int tokens, int intermediate, cuda
 }
 
 Status embedding_gather(const bf16* table, int vocab, int hidden, const int32_t* tokens, int count,
-                        bf16* out, cudaStream_t stream, int out_replicas,
-                        int64_t out_replica_stride) {
+                        bf16* out, cudaStream_t stream) {
   if (table == nullptr || tokens == nullptr || out == nullptr) {
     return invalid_argument("embedding_gather: table, tokens and out must be non-null");
   }
   if (vocab < 1 || hidden < 1 || count < 1) {
     return invalid_argument("embedding_gather: vocab, hidden and count must be positive");
   }
-  if (out_replicas < 1 || out_replicas > kMaxActivationReplicas) {
-    return invalid_argument("embedding_gather: out_replicas must be in [1, ",
-                            kMaxActivationReplicas, "], got ", out_replicas);
-  }
-  const int64_t extent = static_cast<int64_t>(count) * hidden;
-  if (out_replicas > 1 && out_replica_stride < extent) {
-    return invalid_argument(
-        "embedding_gather: out_replica_stride must be at least count * hidden = ", extent,
-        " elements, got ", out_replica_stride);
-  }
-  const int64_t stride = out_replicas > 1 ? out_replica_stride : 0;
-  const bool vectorized =
-      hidden % 8 == 0 && stride % 8 == 0 && is_aligned(table, 16) && is_aligned(out, 16);
-  return launch(embedding_kernel, dim3(count, out_replicas), dim3(kThreads), 0, stream,
-                "embedding_gather", table, vocab, hidden, tokens, out, stride, vectorized);
+  const bool vectorized = hidden % 8 == 0 && is_aligned(table, 16) && is_aligned(out, 16);
+  return launch(embedding_kernel, dim3(count), dim3(kThreads), 0, stream, "embedding_gather", table,
+                vocab, hidden, tokens, out, vectorized);
 }
 
 }  // namespace kvrt::engine::cuda

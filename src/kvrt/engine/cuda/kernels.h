@@ -86,29 +86,7 @@ struct DecodeLinear {
   const bf16* residual = nullptr;  // [tokens, rows], or null
   bf16* output = nullptr;          // [tokens, rows]
   float* output_f32 = nullptr;     // [tokens, rows]
-  // Replicas of the activations. After the PDL wait every block of a launch reads the
-  // same few KB of x at once, and that read queues on the L2 lines holding it (by up to
-  // 0.3 us a launch, depending on where x sits). With input_replicas > 1, `input` holds
-  // that many identical copies of x, input_replica_stride elements apart, and block b
-  // reads copy b % input_replicas; with output_replicas > 1 every bf16 output is written
-  // to that many copies, output_replica_stride elements apart (so the next launch can
-  // read them as its input replicas; residual is read from its pointer alone, so in place
-  // it is output's first copy). Copies: a power of two up to kMaxActivationReplicas.
-  // Strides: multiples of 8, at least tokens · in (tokens · rows), below 2^19 elements.
-  int input_replicas = 1;
-  int64_t input_replica_stride = 0;
-  int output_replicas = 1;
-  int64_t output_replica_stride = 0;
 };
-constexpr int kMaxActivationReplicas = 16;
-// What a decode step keeps of its residual stream: 4 copies, 64 KB apart or more. In a
-// chain of one-token q/k/v launches with x at 12 placements, one copy took 3.13-3.51 us
-// (TinyLlama), four 2.90-2.99; o_proj 2.88-3.16 against 2.86-2.91
-// (docs/kernels-notes.md, *Activation replicas*).
-constexpr int kDecodeActivationReplicas = 4;
-inline int64_t decode_activation_replica_stride(int64_t elements) {
-  return (elements + 32767) / 32768 * 32768;
-}
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------
@@ -158,12 +136,9 @@ Status rmsnorm(const bf16* x, const bf16* weight, bf16* y, int tokens, int hidde
 Status swiglu(const bf16* gate_up, bf16* out, int tokens, int intermediate, cudaStream_t stream);
 
 // out[i] = table[tokens[i]] for i < count; token ids are read from device memory. An id
-// outside [0, vocab) yields a zero row. With out_replicas > 1 the rows are written to that
-// many copies of out, out_replica_stride (>= count · hidden) elements apart: the input
-// replicas of the decode_linear launches that read them (DecodeLinear).
+// outside [0, vocab) yields a zero row.
 Status embedding_gather(const bf16* table, int vocab, int hidden, const int32_t* tokens, int count,
-                        bf16* out, cudaStream_t stream, int out_replicas = 1,
-                        int64_t out_replica_stride = 0);
+                        bf16* out, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------
 // Rotary embedding fused with the KV-cache write

@@ -35,24 +35,7 @@ struct LinearCase {
   int in;
   Variant variant;
   bool bias = false;  // [rows] (or [2·rows] with SwiGLU) added before any rounding
-  // Activation replicas (DecodeLinear): x in this many copies, and with bf16 output the
-  // output too, each but the last followed by `gap` poisoned elements (a multiple of 8;
-  // an output of rows not a multiple of 8 is padded to one first: strides are).
-  int replicas = 1;
-  int gap = 0;
 };
-
-constexpr uint16_t kPoison = 0xFFFF;  // a bf16 NaN
-
-// `copies` copies of `values`, each followed by `gap` poisoned elements but the last.
-std::vector<uint16_t> with_replicas(const std::vector<uint16_t>& values, int copies, int gap) {
-  std::vector<uint16_t> out;
-  for (int c = 0; c < copies; ++c) {
-    out.insert(out.end(), values.begin(), values.end());
-    if (c + 1 < copies) out.insert(out.end(), static_cast<size_t>(gap), kPoison);
-  }
-  return out;
-}
 
 const char* variant_name(Variant v) {
   switch (v) {
@@ -101,26 +84,15 @@ void check_linear(const LinearCase& c) {
   const auto gamma = random_bf16(static_cast<size_t>(c.in), 0.5f, 1.5f, rng);
   const auto res = random_bf16(static_cast<size_t>(c.tokens) * c.rows, -1.0f, 1.0f, rng);
   const auto bias = random_bf16(static_cast<size_t>(mats) * c.rows, -0.5f, 0.5f, rng);
-  const size_t out_count = static_cast<size_t>(c.tokens) * c.rows;
-  const int out_copies = f32 ? 1 : c.replicas;
-  // In place, the residual is the output's first copy; the others start poisoned.
-  const std::vector<uint16_t> poisoned_out(out_count, kPoison);
-  const int out_gap = c.gap + static_cast<int>((8 - out_count % 8) % 8);
-  std::vector<uint16_t> res_copies = with_replicas(poisoned_out, out_copies, out_gap);
-  std::copy(res.begin(), res.end(), res_copies.begin());
-  DeviceBuffer<uint16_t> d_w(w), d_x(with_replicas(x, c.replicas, c.gap)), d_gamma(gamma),
-      d_res(c.variant == Variant::kResidualInPlace ? res_copies : res), d_bias(bias);
-  DeviceBuffer<uint16_t> d_y(with_replicas(poisoned_out, out_copies, out_gap));
-  DeviceBuffer<float> d_y32(out_count);
+  DeviceBuffer<uint16_t> d_w(w), d_x(x), d_gamma(gamma), d_res(res), d_bias(bias);
+  DeviceBuffer<uint16_t> d_y(static_cast<size_t>(c.tokens) * c.rows);
+  DeviceBuffer<float> d_y32(static_cast<size_t>(c.tokens) * c.rows);
+  d_y.poison();
   d_y32.poison();
 
   DecodeLinear op;
   op.weight = d_w.as_bf16();
   op.input = d_x.as_bf16();
-  op.input_replicas = c.replicas;
-  op.input_replica_stride = static_cast<int64_t>(x.size()) + c.gap;
-  op.output_replicas = out_copies;
-  op.output_replica_stride = static_cast<int64_t>(out_count) + out_gap;
   op.tokens = c.tokens;
   op.rows = c.rows;
   op.in = c.in;
@@ -165,24 +137,7 @@ void check_linear(const LinearCase& c) {
   if (f32) {
     out = d_y32.download();
   } else {
-    const auto all = c.variant == Variant::kResidualInPlace ? d_res.download() : d_y.download();
-    const size_t stride = out_count + static_cast<size_t>(out_gap);
-    for (int copy = 0; copy < out_copies; ++copy) {
-      const auto begin = all.begin() + static_cast<std::ptrdiff_t>(copy * stride);
-      const std::vector<uint16_t> values(begin, begin + static_cast<std::ptrdiff_t>(out_count));
-      if (copy == 0) {
-        out = to_float(values);
-      } else {  // every copy holds the same bits
-        EXPECT_EQ(values, std::vector<uint16_t>(all.begin(), all.begin() + out_count))
-            << "output copy " << copy;
-      }
-      if (copy + 1 < out_copies) {  // the gaps are not written
-        const auto gap_begin = begin + static_cast<std::ptrdiff_t>(out_count);
-        EXPECT_EQ(std::vector<uint16_t>(gap_begin, gap_begin + out_gap),
-                  std::vector<uint16_t>(static_cast<size_t>(out_gap), kPoison))
-            << "gap after output copy " << copy;
-      }
-    }
+    out = to_float(c.variant == Variant::kResidualInPlace ? d_res.download() : d_y.download());
   }
   if (residual) {
     for (size_t i = 0; i < ref.size(); ++i) {
@@ -298,15 +253,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       {2, 1003, 2056, Variant::kNormF32, true},
       {1, 77, 1024, Variant::kNormSwiglu, true},
       {1, 100, 5000, Variant::kResidualInPlace, true},
-      {8, 300, 2048, Variant::kPlain, true},
-      // Activation replicas on every path: x read from one of several copies, outputs
-      // written to each (one token copied and in registers, several staged and in
-      // registers, f32 out).
-      {1, 300, 5632, Variant::kResidual, false, 4, 8},
-      {3, 77, 776, Variant::kNormSwiglu, false, 2, 8},
-      {1, 2560, 2048, Variant::kNorm, false, 4, 0},
-      {2, 1003, 2056, Variant::kNormF32, false, 4, 16},
-      {8, 520, 8192, Variant::kResidualInPlace, false, 2, 8}};
+      {8, 300, 2048, Variant::kPlain, true}};
   for (const DecodeLinearTuning& tuning : tunings) {
     set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
@@ -315,8 +262,7 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
           tuning.stage_keys, "_stages", tuning.stages, "_contiguous", tuning.contiguous, "_pad",
           tuning.row_pad, "_split_k", tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced",
           tuning.balanced_grid, "_one_token_x", tuning.one_token_x, "_t", c.tokens, "_rows", c.rows,
-          "_in", c.in, "_", variant_name(c.variant), c.bias ? "_bias" : "", "_replicas",
-          c.replicas));
+          "_in", c.in, "_", variant_name(c.variant), c.bias ? "_bias" : ""));
       check_linear(c);
     }
   }
@@ -375,26 +321,11 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{1, 5632, 2048, Variant::kNormSwiglu, true},
         LinearCase{8, 5632, 2048, Variant::kNormSwiglu, true},
         LinearCase{1, 2048, 5632, Variant::kResidual, true},
-        LinearCase{5, 257, 776, Variant::kResidual, true},
-        // Activation replicas as the decode step keeps them (TinyLlama's q/k/v, o_proj
-        // in place, gate/up, down in place at three chunks, a vocab slice; Llama-3.2-1B's
-        // down at four chunks), copies back to back or apart, on one token's and several
-        // tokens' paths (x in registers and staged), with a bias.
-        LinearCase{1, 2560, 2048, Variant::kNorm, false, 4, 8},
-        LinearCase{1, 2048, 2048, Variant::kResidualInPlace, false, 4, 0},
-        LinearCase{1, 5632, 2048, Variant::kNormSwiglu, false, 2, 16},
-        LinearCase{1, 2048, 5632, Variant::kResidualInPlace, false, 4, 8},
-        LinearCase{1, 2048, 8192, Variant::kResidual, false, 2, 8},
-        LinearCase{1, 1003, 2048, Variant::kNormF32, false, 4, 8},
-        LinearCase{8, 300, 2048, Variant::kNormSwiglu, false, 4, 8},
-        LinearCase{3, 100, 520, Variant::kResidual, false, 4, 8},
-        LinearCase{1, 1152, 896, Variant::kNorm, true, 16, 8}),
+        LinearCase{5, 257, 776, Variant::kResidual, true}),
     [](const ::testing::TestParamInfo<LinearCase>& info) {
       const LinearCase& c = info.param;
       return testing::param_name("t", c.tokens, "_rows", c.rows, "_in", c.in, "_",
-                                 variant_name(c.variant), c.bias ? "_bias" : "",
-                                 c.replicas > 1 ? "_replicas" : "",
-                                 c.replicas > 1 ? std::to_string(c.replicas) : "");
+                                 variant_name(c.variant), c.bias ? "_bias" : "");
     });
 
 // Argument checks happen before any device work, so they run without a GPU too.
@@ -453,55 +384,6 @@ TEST(DecodeLinearArguments, OddBiasAddressIsRejectedNamingBias) {
   const Status status = decode_linear(op, nullptr);
   EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(status.message().find("bias"), std::string::npos) << status.to_string();
-}
-
-TEST(DecodeLinearArguments, BadReplicasAreRejectedNamingThem) {
-  struct Bad {
-    int input_replicas;
-    int64_t input_stride;
-    int output_replicas;
-    int64_t output_stride;
-    const char* named;
-  };
-  // valid_op: 1 token, in 8, rows 2.
-  const Bad bads[] = {{0, 0, 1, 0, "input_replicas"},
-                      {3, 8, 1, 0, "input_replicas"},  // not a power of two
-                      {kMaxActivationReplicas + 1, 8, 1, 0, "input_replicas"},
-                      {2, 4, 1, 0, "input_replica_stride"},        // shorter than x
-                      {2, 12, 1, 0, "input_replica_stride"},       // not a multiple of 8
-                      {2, 1 << 20, 1, 0, "input_replica_stride"},  // past 16 bits of chunks
-                      {1, 0, 0, 0, "output_replicas"},
-                      {1, 0, 2, 1, "output_replica_stride"}};
-  for (const Bad& bad : bads) {
-    DecodeLinear op = valid_op();
-    op.input_replicas = bad.input_replicas;
-    op.input_replica_stride = bad.input_stride;
-    op.output_replicas = bad.output_replicas;
-    op.output_replica_stride = bad.output_stride;
-    const Status status = decode_linear(op, nullptr);
-    EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument) << bad.named;
-    EXPECT_NE(status.message().find(bad.named), std::string::npos) << status.to_string();
-  }
-}
-
-TEST(DecodeLinearArguments, OutputReplicasWithF32OutputAreRejected) {
-  DecodeLinear op = valid_op();
-  op.output = nullptr;
-  op.output_f32 = reinterpret_cast<float*>(g_host + 48);
-  op.output_replicas = 2;
-  op.output_replica_stride = 8;
-  const Status status = decode_linear(op, nullptr);
-  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("output_replicas"), std::string::npos) << status.to_string();
-}
-
-TEST(DecodeLinearArguments, OutputInAnInputReplicaIsRejected) {
-  DecodeLinear op = valid_op();  // input at g_host + 16, output at g_host + 32
-  op.input_replicas = 2;
-  op.input_replica_stride = 16;  // the second copy is where the output is
-  const Status status = decode_linear(op, nullptr);
-  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("overlap"), std::string::npos) << status.to_string();
 }
 
 TEST(DecodeLinearArguments, UnalignedWeightIsRejected) {

@@ -96,8 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SwigluTest,
 
 struct GatherCase {
   int vocab;
-  int hidden;        // 776: the 16-byte path; 13: the element path
-  int replicas = 1;  // copies of the output, each but the last followed by 8 untouched
+  int hidden;  // 776: the 16-byte path; 13: the element path
 };
 
 class EmbeddingGatherTest : public ::testing::TestWithParam<GatherCase> {};
@@ -108,50 +107,28 @@ TEST_P(EmbeddingGatherTest, CopiesRowsAndZeroesInvalidIds) {
   std::mt19937 rng(3);
   const auto table = random_bf16(static_cast<size_t>(c.vocab) * c.hidden, -1.0f, 1.0f, rng);
   const std::vector<int32_t> ids = {5, 0, c.vocab - 1, -1, c.vocab, 5, 17};
-  const size_t rows = ids.size() * c.hidden, stride = rows + 8;
-  DeviceBuffer<uint16_t> d_table(table), d_out(stride * (c.replicas - 1) + rows);
+  DeviceBuffer<uint16_t> d_table(table), d_out(ids.size() * c.hidden);
   DeviceBuffer<int32_t> d_ids(ids);
   d_out.poison();
   KVRT_ASSERT_OK(embedding_gather(d_table.as_bf16(), c.vocab, c.hidden, d_ids.get(),
-                                  static_cast<int>(ids.size()), d_out.as_bf16(), nullptr,
-                                  c.replicas, static_cast<int64_t>(stride)));
+                                  static_cast<int>(ids.size()), d_out.as_bf16(), nullptr));
   testing::sync_device();
   const auto out = d_out.download();
-  for (int copy = 0; copy < c.replicas; ++copy) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      for (int d = 0; d < c.hidden; ++d) {
-        const bool valid = ids[i] >= 0 && ids[i] < c.vocab;
-        const uint16_t want = valid ? table[static_cast<size_t>(ids[i]) * c.hidden + d] : 0;
-        ASSERT_EQ(out[copy * stride + i * c.hidden + d], want)
-            << "copy " << copy << ", token slot " << i << " (id " << ids[i] << "), element " << d;
-      }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int d = 0; d < c.hidden; ++d) {
+      const bool valid = ids[i] >= 0 && ids[i] < c.vocab;
+      const uint16_t want = valid ? table[static_cast<size_t>(ids[i]) * c.hidden + d] : 0;
+      ASSERT_EQ(out[i * c.hidden + d], want)
+          << "token slot " << i << " (id " << ids[i] << "), element " << d;
     }
-    for (size_t g = 0; copy + 1 < c.replicas && g < stride - rows; ++g) {
-      ASSERT_EQ(out[copy * stride + rows + g], 0xFFFF) << "gap after copy " << copy;
-    }
-  }
-}
-
-TEST(EmbeddingGatherArguments, BadReplicasAreRejected) {
-  alignas(16) static uint16_t host[64];
-  const auto* table = reinterpret_cast<const bf16*>(host);
-  const auto* ids = reinterpret_cast<const int32_t*>(host + 16);
-  auto* out = reinterpret_cast<bf16*>(host + 32);
-  for (const auto& [replicas, stride] :
-       {std::pair<int, int64_t>{0, 0}, {kMaxActivationReplicas + 1, 8}, {2, 7}}) {
-    const Status status = embedding_gather(table, 4, 8, ids, 1, out, nullptr, replicas, stride);
-    EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument) << replicas << " " << stride;
-    EXPECT_NE(status.message().find("out_replica"), std::string::npos) << status.to_string();
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingGatherTest,
-                         ::testing::Values(GatherCase{1000, 776}, GatherCase{50, 13},
-                                           GatherCase{1000, 776, 4}, GatherCase{50, 13, 3}),
+                         ::testing::Values(GatherCase{1000, 776}, GatherCase{50, 13}),
                          [](const ::testing::TestParamInfo<GatherCase>& info) {
                            return testing::param_name("v", info.param.vocab, "_h",
-                                                      info.param.hidden, "_copies",
-                                                      info.param.replicas);
+                                                      info.param.hidden);
                          });
 
 }  // namespace
