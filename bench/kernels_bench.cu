@@ -11,13 +11,14 @@
 // programmatic dependent launch (as a captured decode step runs them) and without.
 //
 //   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--trace] [--models A,B|all]
+//                 [--only LABEL,...]
 //   (kernels_bench_main.cpp)
 //
 // The last rows per model time a whole decode step (decode_step_bench.cu). A second table
 // sets each memory-bound decode row against its chain floor (chain_floor.cu): the least
 // kernel of a PDL chain that reads the same bytes, and for the small one-token rows the
 // ladder of a GEMV's steps added to it. --quick runs only the decode attention
-// and decode step rows.
+// and decode step rows, without that table; --only picks rows by label.
 // --sweep also times every launch geometry of decode_linear and several split counts of
 // decode_attention at each shape, and appends that table. --trace prints only the
 // per-block timelines of the decode_linear chains and of whole decode steps
@@ -621,40 +622,53 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
   g_floor.enabled = !quick;
   g_floor.copy_gbs = copy_gbs;
   bench_floor(timer, report);
+  std::vector<std::string> only = options.only;
+  if (only.empty() && quick) only = {"decode attention", "decode step"};
+  auto wanted = [&](const std::string& label) {
+    return only.empty() || std::any_of(only.begin(), only.end(), [&](const std::string& part) {
+             // Either way round: "decode step (embedding to logits)" picks the step rows too.
+             return label.find(part) != std::string::npos || part.find(label) != std::string::npos;
+           });
+  };
   for (const Model& m : models) {
-    if (quick) {
-      bench_decode_attention(timer, report, m, 4096);
-      bench_decode_attention(timer, report, m, 32768);
-      bench_decode_attention(timer, report, m, 4096, true);
-      bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
-      continue;
-    }
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
-    bench_linear(timer, report, **lt, m, "decode qkv (norm fused)", 1, qkv_rows, m.hidden, true,
-                 false, false, false, m.qkv_bias);
-    bench_linear(timer, report, **lt, m, "decode o_proj (+residual)", 1, m.hidden,
-                 m.q_heads * m.head_dim, false, false, true, false);
-    bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", 1, m.inter, m.hidden, true,
-                 true, false, false);
-    bench_linear(timer, report, **lt, m, "decode down (+residual)", 1, m.hidden, m.inter, false,
-                 false, true, false);
-    bench_linear(timer, report, **lt, m, "decode LM head (norm, f32 out)", 1, m.vocab, m.hidden,
-                 true, false, false, true);
+    if (wanted("decode qkv (norm fused)")) {
+      bench_linear(timer, report, **lt, m, "decode qkv (norm fused)", 1, qkv_rows, m.hidden, true,
+                   false, false, false, m.qkv_bias);
+    }
+    if (wanted("decode o_proj (+residual)")) {
+      bench_linear(timer, report, **lt, m, "decode o_proj (+residual)", 1, m.hidden,
+                   m.q_heads * m.head_dim, false, false, true, false);
+    }
+    if (wanted("decode gate/up (norm+SwiGLU)")) {
+      bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", 1, m.inter, m.hidden,
+                   true, true, false, false);
+    }
+    if (wanted("decode down (+residual)")) {
+      bench_linear(timer, report, **lt, m, "decode down (+residual)", 1, m.hidden, m.inter, false,
+                   false, true, false);
+    }
+    if (wanted("decode LM head (norm, f32 out)")) {
+      bench_linear(timer, report, **lt, m, "decode LM head (norm, f32 out)", 1, m.vocab, m.hidden,
+                   true, false, false, true);
+    }
     // The sweep also times the token counts the table leaves out, for where gate/up's
     // geometry changes hands (decode_linear.cu).
-    for (int tokens = 2; tokens <= 8; ++tokens) {
+    for (int tokens = 2; tokens <= 8 && wanted("decode gate/up (norm+SwiGLU)"); ++tokens) {
       const bool in_table = tokens == 2 || tokens == 4 || tokens == 8;
       if (!in_table && !g_sweep.enabled) continue;
       bench_linear(timer, report, **lt, m, "decode gate/up (norm+SwiGLU)", tokens, m.inter,
                    m.hidden, true, true, false, false, false, in_table);
     }
-    bench_decode_attention(timer, report, m, 4096);
-    bench_decode_attention(timer, report, m, 32768);
-    bench_decode_attention(timer, report, m, 4096, true);
-    bench_small_ops(timer, report, m);
-    bench_prefill(timer, report, **lt, m, 512);
-    bench_prefill_attention(timer, report, m, 4096);  // a long prompt
-    bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
+    if (wanted("decode attention")) {
+      bench_decode_attention(timer, report, m, 4096);
+      bench_decode_attention(timer, report, m, 32768);
+      bench_decode_attention(timer, report, m, 4096, true);
+    }
+    if (wanted("rope + kv write")) bench_small_ops(timer, report, m);
+    if (wanted("prefill linear")) bench_prefill(timer, report, **lt, m, 512);
+    if (wanted("prefill attention")) bench_prefill_attention(timer, report, m, 4096);
+    if (wanted("decode step")) bench_decode_step(timer, report, g_sweep, **lt, m, 4096);
   }
   check(cudaStreamSynchronize(timer.stream), "final sync");
   check(cudaGetLastError(), "final check");

@@ -11,11 +11,14 @@ struct KernelsBenchOptions {
   std::string out_path;  // also write the tables here
   int iters = 50;        // timed graph replays per case (the median is reported)
   bool sweep = false;    // also every decode_linear geometry and attention/step variant
-  bool quick = false;    // only the decode attention and decode step rows
+  bool quick = false;    // no chain floor; rows as `only`, else attention and the step
   bool trace = false;    // only the decode_linear timelines (a KVRT_KERNEL_TRACE build)
   // Model shapes to time, by name (kernels_bench_model_names()), or "all"; empty: the
   // two the kernel targets are stated for (TinyLlama-1.1B, Llama-3.2-1B).
   std::vector<std::string> models;
+  // Only the benchmarks whose row label contains one of these (e.g. "decode qkv",
+  // "decode step"); empty: every row (with quick: decode attention and the decode step).
+  std::vector<std::string> only;
 };
 
 // The model shapes --models accepts.

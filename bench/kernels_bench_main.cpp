@@ -15,7 +15,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   app.add_flag("--sweep", options.sweep,
                "also time every decode_linear geometry and the attention and step variants");
-  app.add_flag("--quick", options.quick, "only the decode attention and decode step rows");
+  app.add_flag("--quick", options.quick,
+               "no chain floor table, and unless --only says otherwise only the decode "
+               "attention and decode step rows");
+  app.add_option("--only", options.only,
+                 "only the rows whose label contains one of these, comma-separated (e.g. "
+                 "\"decode qkv,decode o_proj\"); prefill linear brings the 512-token prefill "
+                 "attention, rmsnorm and swiglu, rope brings embedding gather and argmax")
+      ->delimiter(',');
   app.add_flag("--trace", options.trace,
                "only the per-block timelines of the decode_linear chains (needs a build "
                "configured with -DKVRT_KERNEL_TRACE=ON)");
