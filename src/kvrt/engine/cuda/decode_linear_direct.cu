@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(kThreads, 3) direct_kernel(const Params p) {
 // halving exchange (9 shuffles, not 8 x 5: every warp of the SM runs this burst at once
 // after the wait) and over the warps in shared memory.
 template <int kEpilogue, bool kNorm, int kChunks>
-__device__ __forceinline__ void one_token_body(const Params& p) {
+__global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
+    direct_one_token_kernel(const Params p) {
   constexpr bool kGlu = epilogue_kind(kEpilogue) == kSwiglu;
   constexpr int kRegisterChunks = one_token_register_chunks(kChunks, kNorm);
   extern __shared__ uint4 w_copied[];  // [kChunks - kRegisterChunks][kTileCols][kThreads]
@@ -305,20 +306,6 @@ __device__ __forceinline__ void one_token_body(const Params& p) {
   KVRT_TRACE_END(p.trace);
 }
 
-template <int kEpilogue, bool kNorm, int kChunks>
-__global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
-    direct_one_token_kernel(const Params p) {
-  one_token_body<kEpilogue, kNorm, kChunks>(p);
-}
-
-// Four chunks without a norm (Llama-3.2-1B's down) held to 96 registers (103 under the
-// two-block bound, no spills at 96): two blocks then leave an SM the 16K registers of
-// one q/k/v block, so the next launch's blocks can enter beside down's.
-template <int kEpilogue>
-__global__ void __maxnreg__(96) direct_one_token_kernel_96(const Params p) {
-  one_token_body<kEpilogue, false, 4>(p);
-}
-
 template <int kEpilogue>
 void (*pick(bool norm))(Params) {
   return norm ? direct_kernel<kEpilogue, true> : direct_kernel<kEpilogue, false>;
@@ -326,13 +313,8 @@ void (*pick(bool norm))(Params) {
 
 template <int kEpilogue, int kChunks>
 void (*pick_one_token(bool norm))(Params) {
-  if constexpr (kChunks == 4) {
-    return norm ? direct_one_token_kernel<kEpilogue, true, 4>
-                : direct_one_token_kernel_96<kEpilogue>;
-  } else {
-    return norm ? direct_one_token_kernel<kEpilogue, true, kChunks>
-                : direct_one_token_kernel<kEpilogue, false, kChunks>;
-  }
+  return norm ? direct_one_token_kernel<kEpilogue, true, kChunks>
+              : direct_one_token_kernel<kEpilogue, false, kChunks>;
 }
 
 template <int kEpilogue>
