@@ -163,34 +163,19 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   const size_t w_bytes = static_cast<size_t>(mats) * rows * in * 2;
   const int copies = copies_for(w_bytes);
   auto weights = rotation(w_bytes, copies, 1.0f / 64);
-  // x at kXPlacements places, launch i reading the (i % kXPlacements)-th: every block of
-  // a launch reads all of x at once, and how long that takes depends on where x sits in
-  // L2 (one token's q/k/v 3.13-3.51 us over 12 places; docs/kernels-notes.md, *Where x
-  // sits*), so that no one place decides a row. Each place is a copy of the same values.
-  constexpr int kXPlacements = 8;
-  const size_t x_bytes = static_cast<size_t>(tokens) * in * 2;
-  const size_t x_slot = (x_bytes + (64u << 10) - 1) / (64u << 10) * (64u << 10) + (128u << 10);
-  Buffer x_places(kXPlacements * x_slot), gamma(static_cast<size_t>(in) * 2);
-  x_places.random(1.0f, 7);
-  auto x_at = [&](int i) {  // offsets 20 KB apart within the slots, and slots apart
-    const int k = i % kXPlacements;
-    return reinterpret_cast<bf16*>(static_cast<char*>(x_places.ptr) + k * x_slot +
-                                   static_cast<size_t>(k) * (20u << 10) % (64u << 10));
-  };
-  for (int k = 1; k < kXPlacements; ++k) {
-    check(cudaMemcpy(x_at(k), x_at(0), x_bytes, cudaMemcpyDeviceToDevice), "x places");
-  }
+  Buffer x(static_cast<size_t>(tokens) * in * 2), gamma(static_cast<size_t>(in) * 2);
   Buffer y(static_cast<size_t>(tokens) * mats * rows * 4),
       res(static_cast<size_t>(tokens) * rows * 2);
+  x.random(1.0f, 7);
   gamma.random(1.0f, 8);
   res.random(1.0f, 9);
   Buffer bias_values(static_cast<size_t>(mats) * rows * 2);
   bias_values.random(1.0f, 17);
   const int launches = std::max(copies, 32);
-  auto launch_with = [&](const bf16* weight, const bf16* x, cudaStream_t s) {
+  auto launch_with = [&](const bf16* weight, cudaStream_t s) {
     DecodeLinear op;
     op.weight = weight;
-    op.input = x;
+    op.input = x.bf();
     op.tokens = tokens;
     op.rows = rows;
     op.in = in;
@@ -206,7 +191,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     return decode_linear(op, s);
   };
   auto launch_ours = [&](int i, cudaStream_t s) {
-    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), x_at(i), s);
+    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s);
   };
   const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
   const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
@@ -253,9 +238,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     // when HBM is not the limit (its latency floor in the chain).
     if (w_bytes <= 40u << 20) {
       const auto resident = rotation(w_bytes, 1, 1.0f / 64);
-      auto launch_resident = [&](int i, cudaStream_t s) {
-        return launch_with(resident[0]->bf(), x_at(i), s);
-      };
+      auto launch_resident = [&](int, cudaStream_t s) { return launch_with(resident[0]->bf(), s); };
       std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_resident, launches));
     } else {
       std::snprintf(cell, sizeof(cell), "-");
@@ -301,7 +284,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   set_programmatic_launch(false);
   const double lt_us = timer.per_launch_us(
       [&](int i, cudaStream_t s) {
-        return lt.run(weights[static_cast<size_t>(i % copies)]->bf(), x_at(i), tokens, mats * rows,
+        return lt.run(weights[static_cast<size_t>(i % copies)]->bf(), x.bf(), tokens, mats * rows,
                       in, residual ? res.bf() : nullptr, residual ? res.bf() : y.bf(), s,
                       bias ? bias_values.bf() : nullptr);
       },
