@@ -60,14 +60,24 @@ __device__ __forceinline__ void barrier_wait(uint64_t* barrier, uint32_t parity)
       : "memory");
 }
 
-// [src, src + bytes) -> shared dst, completing `bytes` on `barrier`. Both addresses
-// 16-byte aligned, bytes a multiple of 16.
+// An L2 cache policy for data read once: its lines are the first L2 evicts. Weights are
+// read once per decode step, ~1 GB or more apart, so keeping them buys nothing, and
+// marking them so made the decode steps ~1% faster (docs/kernels-notes.md).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// [src, src + bytes) -> shared dst, completing `bytes` on `barrier`, the lines cached in
+// L2 under `l2_policy` (from createpolicy). Both addresses 16-byte aligned, bytes a
+// multiple of 16.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* barrier) {
+                                          uint64_t* barrier, uint64_t l2_policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_address(dst)),
-      "l"(src), "r"(bytes), "r"(smem_address(barrier))
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(smem_address(dst)),
+      "l"(src), "r"(bytes), "r"(smem_address(barrier)), "l"(l2_policy)
       : "memory");
 }
 

@@ -82,7 +82,8 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   if (warp == kWarps) {
     // Producer: lane r < 8 copies tile row r of each slot; with whole-row slots stored
     // unpadded (`contiguous`), lane 0 copies the tile's rows in one run (SwiGLU: lane 0
-    // the gate rows, lane 4 the up rows).
+    // the gate rows, lane 4 the up rows). W is read once: evict-first in L2.
+    const uint64_t w_policy = l2_evict_first_policy();
     for (int n = 0; n < total; ++n) {
       const int slot = n % p.stages;
       if (n >= p.stages) barrier_wait(&empty[slot], ((n / p.stages) - 1) & 1);
@@ -95,9 +96,9 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       __syncwarp();
       char* dst = ring + slot * slot_bytes + lane * p.row_stride;
       if (!p.contiguous) {
-        if (row >= 0) bulk_copy(dst, src, bytes, &full[slot]);
+        if (row >= 0) bulk_copy(dst, src, bytes, &full[slot], w_policy);
       } else if (row >= 0 && (lane == 0 || (kGlu && lane == 4))) {
-        bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot]);
+        bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot], w_policy);
       }
     }
     if (lane == 0) KVRT_TRACE(kTraceProducerDone);
