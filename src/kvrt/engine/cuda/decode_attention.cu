@@ -87,23 +87,12 @@ struct Params {
   int q_heads, kv_heads;
   bool prefetch_history;  // read position and rows < position before the PDL wait
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
-  bool cluster_merge;     // the splits of a head group are one cluster (2..16 blocks)
 #if KVRT_KERNEL_TRACE
   uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
 #endif
 };
 
 std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
-std::atomic<int> g_cluster_merge{-1};
-#ifndef KVRT_PROBE_CLUSTER_MERGE
-#define KVRT_PROBE_CLUSTER_MERGE 0
-#endif
-#ifndef KVRT_PROBE_CLUSTER_MAX_GROUPS
-#define KVRT_PROBE_CLUSTER_MAX_GROUPS 1000000
-#endif
-#ifndef KVRT_PROBE_CLUSTER_POLICY
-#define KVRT_PROBE_CLUSTER_POLICY 0
-#endif
 
 // The slice [*start, *end) of the live cache that `split` reduces.
 __device__ __forceinline__ void slice(const Params& p, int pos, int split, int* start, int* end) {
@@ -224,86 +213,6 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
                : "l"(counter), "r"(static_cast<unsigned>(limit))
                : "memory");
   return old;
-}
-
-// Cluster barrier: the block's and its peers' earlier shared-memory stores are visible to
-// every thread of the cluster after it.
-__device__ __forceinline__ void cluster_barrier() {
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n\t"
-      "barrier.cluster.wait.acquire.aligned;" ::
-          : "memory");
-}
-
-// The address of `local` (this block's shared memory) in block `rank` of the cluster.
-__device__ __forceinline__ uint32_t peer_address(uint32_t local, int rank) {
-  uint32_t address;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(address) : "r"(local), "r"(rank));
-  return address;
-}
-
-__device__ __forceinline__ float4 load_peer_float4(uint32_t address) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(address));
-  return v;
-}
-
-__device__ __forceinline__ float2 load_peer_float2(uint32_t address) {
-  float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(address));
-  return v;
-}
-
-// The cluster merge: the head group's splits (<= 16) are one cluster, each block's
-// (max, sum) and partial outputs sit in its own shared memory (`part_o` [16][kDim],
-// `part_ml` [16]), and after a cluster barrier block `rank` merges its share of the
-// (head, 4 columns) items, reading every split's partials through distributed shared
-// memory: no trip to L2 and no counter.
-template <int kDim>
-__device__ __forceinline__ void merge_cluster(const Params& p, int head0, int heads,
-                                              const float* part_o, const float2* part_ml) {
-  constexpr int kColumns = kDim / 4, kMaxCluster = 16;
-  const int items = heads * kColumns;
-  const int share = ceil_div(items, p.splits);
-  const int item = static_cast<int>(blockIdx.x) * share + static_cast<int>(threadIdx.x);
-  if (threadIdx.x >= static_cast<unsigned>(share) || item >= items) return;
-  const int r = item / kColumns, d4 = item - r * kColumns;
-  const uint32_t o_local = smem_address(part_o + r * kDim + d4 * 4);
-  const uint32_t ml_local = smem_address(part_ml + r);
-  float2 split_ml[kMaxCluster];
-  float4 split_o[kMaxCluster];
-#pragma unroll
-  for (int k = 0; k < kMaxCluster; ++k) {
-    const bool live = k < p.splits;
-    split_ml[k] = live ? load_peer_float2(peer_address(ml_local, k)) : make_float2(-INFINITY, 0.0f);
-    split_o[k] =
-        live ? load_peer_float4(peer_address(o_local, k)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
-  float half[8], quarter[4];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) half[k] = fmaxf(split_ml[k].x, split_ml[k + 8].x);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) quarter[k] = fmaxf(half[k], half[k + 4]);
-  const float batch_max = fmaxf(fmaxf(quarter[0], quarter[2]), fmaxf(quarter[1], quarter[3]));
-  float total = 0.0f;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (batch_max != -INFINITY) {
-#pragma unroll
-    for (int k = 0; k < kMaxCluster; ++k) {
-      const float w = exp2f(split_ml[k].x - batch_max);
-      total += w * split_ml[k].y;
-      acc.x += w * split_o[k].x;
-      acc.y += w * split_o[k].y;
-      acc.z += w * split_o[k].z;
-      acc.w += w * split_o[k].w;
-    }
-  }
-  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-  bf16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
-  *reinterpret_cast<uint2*>(out) =
-      make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
 }
 
 // The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
@@ -451,11 +360,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
   float* merge_o = reinterpret_cast<float*>(ks);  // [kWarps][16][kMergeStride]
-  // The block's partials for the cluster merge, in the V tiles (free after the loop).
-  float* cluster_o = reinterpret_cast<float*>(vs);                           // [16][kDim]
-  float2* cluster_ml = reinterpret_cast<float2*>(cluster_o + kRows * kDim);  // [16]
-  static_assert(kRows * kDim * sizeof(float) + kRows * sizeof(float2) <=
-                kStages * kTileElems * sizeof(bf16));
   if (start < end) {
     // With rope the new row is still in the qkv row (k heads after the q heads, then v).
     const bf16* k_src = nullptr;
@@ -592,9 +496,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
         const float inv = 1.0f / sum;
         *reinterpret_cast<uint2*>(p.out + static_cast<size_t>(head0 + r) * kDim + d) =
             make_uint2(pack_bf16(out.x * inv, out.y * inv), pack_bf16(out.z * inv, out.w * inv));
-      } else if (p.cluster_merge) {
-        *reinterpret_cast<float4*>(cluster_o + r * kDim + d) = out;
-        if (d == 0) cluster_ml[r] = make_float2(block_max, sum);
       } else {
         const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
         *reinterpret_cast<float4*>(p.part_o + slot * kDim + d) = out;
@@ -608,11 +509,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   } else {  // an empty slice (a short cache): weight zero, and outputs the merge may read
     for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
       const int r = i / kDim, d = i - r * kDim;
-      if (p.cluster_merge) {
-        cluster_o[r * kDim + d] = 0.0f;
-        if (d == 0) cluster_ml[r] = make_float2(-INFINITY, 0.0f);
-        continue;
-      }
       const size_t slot = static_cast<size_t>(head0 + r) * p.splits + split;
       p.part_o[slot * kDim + d] = 0.0f;
       if (d == 0) p.part_ml[slot] = make_float2(-INFINITY, 0.0f);
@@ -624,17 +520,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   if (threadIdx.x == 0) KVRT_TRACE(kTracePartialsWritten);
   if (!p.early_dependents) pdl_launch_dependents();
   if (p.splits == 1) {
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-    KVRT_TRACE_END(p.trace);
-    return;
-  }
-
-  if (p.cluster_merge) {
-    cluster_barrier();  // every split's partials, in its block's shared memory
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceCounterTaken);
-    merge_cluster<kDim>(p, head0, heads, cluster_o, cluster_ml);
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
-    cluster_barrier();  // no block leaves while a peer still reads its partials
     if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
     KVRT_TRACE_END(p.trace);
     return;
@@ -692,40 +577,8 @@ Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t st
 #if KVRT_KERNEL_TRACE
   p.trace = trace_rows_for_next_launch(static_cast<int>(grid.x * grid.y));
 #endif
-  auto* kernel = decode_attention_kernel<kDim, kWarps>;
-  int cluster = g_cluster_merge.load();
-  if (cluster < 0) cluster = KVRT_PROBE_CLUSTER_MERGE;
-  p.cluster_merge = cluster == 1 && p.splits >= 2 && p.splits <= 16 && single_wave &&
-                    static_cast<int>(grid.y) <= KVRT_PROBE_CLUSTER_MAX_GROUPS;
-  if (!p.cluster_merge) {
-    return launch(kernel, grid, dim3(G::kThreads), G::kSmem, stream, "decode_attention", p);
-  }
-  // The head group's splits as one cluster along x (16 is past the portable 8).
-  static const cudaError_t allowed = cudaFuncSetAttribute(
-      reinterpret_cast<const void*>(kernel), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  KVRT_RETURN_IF_ERROR(cuda_check(allowed, "decode_attention: non-portable cluster size"));
-  cudaLaunchAttribute attribute[3];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(p.splits);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(G::kThreads);
-  config.dynamicSmemBytes = G::kSmem;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = programmatic_launch() && stream != nullptr ? 2 : 1;
-  if (KVRT_PROBE_CLUSTER_POLICY != 0) {
-    attribute[config.numAttrs].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-    attribute[config.numAttrs].val.clusterSchedulingPolicyPreference =
-        KVRT_PROBE_CLUSTER_POLICY == 1 ? cudaClusterSchedulingPolicySpread
-                                       : cudaClusterSchedulingPolicyLoadBalancing;
-    ++config.numAttrs;
-  }
-  return cuda_check(cudaLaunchKernelEx(&config, kernel, p), "decode_attention");
+  return launch(decode_attention_kernel<kDim, kWarps>, grid, dim3(G::kThreads), G::kSmem, stream,
+                "decode_attention", p);
 }
 
 // Up to head_dim 80 always 8 warps; 96 4. At 128, 8 warps where the grid runs in one wave
@@ -786,7 +639,6 @@ size_t partials_offset(int q_heads, int splits) {
 
 void set_decode_attention_tuning(const DecodeAttentionTuning& tuning) {
   g_next_launch.store(tuning.next_launch);
-  g_cluster_merge.store(tuning.cluster_merge);
 }
 
 size_t decode_attention_counter_bytes(int q_heads) {

@@ -48,9 +48,6 @@ void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
 enum class DependentLaunch { kDefault, kEarly, kLate };
 struct DecodeAttentionTuning {
   DependentLaunch next_launch = DependentLaunch::kDefault;
-  // 1: the splits of a head group (2..16, one wave) merge as one thread-block cluster
-  // through distributed shared memory; 0: through the workspace; -1: the library's choice.
-  int cluster_merge = -1;
 };
 // For every later launch; a default-constructed value restores the library's choice. For
 // benchmarks and tests.
