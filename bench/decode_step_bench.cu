@@ -312,17 +312,22 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
     v.down = room.down;
     sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v).chain);
   }
-  // Geometries the per-kernel sweep found faster alone at other models' shapes, timed
-  // where it counts: Llama-3.2-3B's q/k/v, Qwen2.5-0.5B's one-token gate/up.
-  auto balanced = [](DecodeLinearTuning t) {
-    t.balanced_grid = 1;
+  // Geometries the per-kernel sweep found faster alone, timed where it counts: one
+  // token's q/k/v on a ring (TinyLlama, Llama-3.2-1B), Llama-3.2-3B's q/k/v,
+  // Qwen2.5-0.5B's one-token gate/up.
+  auto with_grid = [](DecodeLinearTuning t, int balanced) {
+    t.balanced_grid = balanced;
     return t;
   };
+  auto balanced = [&](DecodeLinearTuning t) { return with_grid(t, 1); };
   struct Alternative {
     const char* name;
     DecodeLinearTuning qkv, gate_up;
   };
-  const Alternative alternatives[] = {{"q/k/v on a ring of 1024-key slots, 4 deep, 2/SM, balanced",
+  const Alternative alternatives[] = {{"q/k/v on a ring of 2048-key slots, 3 deep, 1/SM, filled",
+                                       with_grid(ring_tuning(2048, 3, 1, 1, 0), 0),
+                                       {}},
+                                      {"q/k/v on a ring of 1024-key slots, 4 deep, 2/SM, balanced",
                                        balanced(ring_tuning(1024, 4, 2, 0, 0)),
                                        {}},
                                       {"gate/up on 2048-key slots, 3 deep, 2/SM, balanced",
