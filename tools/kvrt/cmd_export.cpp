@@ -17,7 +17,7 @@ struct Args {
   std::string checkpoint;
   std::string output;
   std::string dtype;
-  std::string cache_dtype = "f32";
+  std::string cache_dtype = "auto";
   int64_t max_seq = 0;
   int64_t max_prompt = 0;
   std::vector<std::string> force_host;
@@ -78,7 +78,10 @@ int run(const Args& args) {
     if (!dtype.ok()) return fail(dtype.status());
     options.weight_dtype = *dtype;
   }
-  auto cache = parse_dtype(args.cache_dtype);
+  // The CUDA engine keeps the cache in bf16; the CPU reference in f32.
+  auto cache = parse_dtype(args.cache_dtype != "auto" ? args.cache_dtype
+                           : args.target == "cuda"    ? "bf16"
+                                                      : "f32");
   if (!cache.ok()) return fail(cache.status());
   options.cache_dtype = *cache;
   options.max_seq = args.max_seq;
@@ -121,8 +124,11 @@ const bool registered = kvrt::cli::register_command(
                       "weight dtype: f32, f16 or bf16 (default: as "
                       "stored)")
            ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-       sub.add_option("--cache-dtype", args->cache_dtype, "KV cache dtype: f32, f16 or bf16")
-           ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+       sub.add_option("--cache-dtype", args->cache_dtype,
+                      "KV cache dtype: f32, f16, bf16 or auto (bf16 for --target cuda, else f32; "
+                      "the CUDA engine needs bf16)")
+           ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}))
+           ->capture_default_str();
        sub.add_option("--max-seq", args->max_seq,
                       "KV cache capacity (default: min(max "
                       "positions, 2048))")

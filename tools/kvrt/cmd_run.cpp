@@ -125,6 +125,7 @@ int run(const RunArgs& args) {
   };
   auto llm = kvrt::Llm::load(args.model, load);
   if (!llm.ok()) return fail(llm.status());
+  std::fprintf(stderr, "device: %s\n", (*llm)->device_choice().c_str());
 
   kvrt::GenerateOptions options;
   options.max_new_tokens = args.max_new_tokens;

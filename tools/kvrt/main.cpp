@@ -4,8 +4,14 @@
 #include <cstdio>
 
 #include "command.h"
+#include "kvrt/engine/builtin_targets.h"
 
 int main(int argc, char** argv) {
+  const kvrt::Status targets = kvrt::engine::register_builtin_targets();
+  if (!targets.ok()) {
+    std::fprintf(stderr, "kvrt: %s\n", targets.to_string().c_str());
+    return 2;
+  }
   CLI::App app{"kvrt: a runtime for decoder-only language models with in-place KV cache I/O"};
   app.require_subcommand(1);
   auto commands = kvrt::cli::registered_commands();

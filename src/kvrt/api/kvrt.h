@@ -68,6 +68,8 @@ class Llm {
   bool has_tokenizer() const;
   const std::vector<int32_t>& eos_ids() const;
   const std::string& device() const;
+  // The device and why it was chosen, e.g. "cpu (no CUDA device: ...)" for "auto".
+  const std::string& device_choice() const;
   const std::string& program_path() const;
   int32_t max_context() const;
 

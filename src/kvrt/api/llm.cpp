@@ -7,6 +7,7 @@
 
 #include "kvrt/api/kvrt.h"
 #include "kvrt/delegate/engine_delegate.h"
+#include "kvrt/engine/builtin_targets.h"
 #include "kvrt/engine/common/engine_target.h"
 #include "kvrt/export/exporter.h"
 #include "kvrt/runtime/module_model.h"
@@ -18,6 +19,7 @@ namespace fs = std::filesystem;
 struct Llm::State {
   std::string program_path;
   std::string device;
+  std::string device_choice;  // which device and why ("cpu (no CUDA device: ...)")
   std::unique_ptr<runtime::ModuleModel> model;
   std::optional<Tokenizer> tokenizer;
   std::unique_ptr<Generator> generator;
@@ -42,9 +44,11 @@ std::string default_cache_dir() {
 
 // Identifies a checkpoint's content cheaply: the configs' text, and each weight file's
 // name, size and modification time.
-Result<std::string> checkpoint_cache_key(const fs::path& dir, const LoadOptions& options) {
+Result<std::string> checkpoint_cache_key(const fs::path& dir, const LoadOptions& options,
+                                         DType cache_dtype) {
   std::ostringstream key;
-  key << kCacheKeyVersion << '|' << fs::weakly_canonical(dir).string() << '|' << options.max_seq;
+  key << kCacheKeyVersion << '|' << fs::weakly_canonical(dir).string() << '|' << options.max_seq
+      << '|' << dtype_name(cache_dtype);
   std::error_code error;
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir, error)) files.push_back(entry.path());
@@ -67,13 +71,21 @@ Result<std::string> checkpoint_cache_key(const fs::path& dir, const LoadOptions&
   return hex.str();
 }
 
-Result<std::string> export_if_checkpoint(const std::string& path, const LoadOptions& options) {
+// The KV cache dtype of programs exported for `device`: the CUDA engine keeps it in
+// bf16; the CPU reference in f32.
+DType cache_dtype_for(Device device) {
+  return device.is_cuda() ? DType::kBF16 : DType::kF32;
+}
+
+Result<std::string> export_if_checkpoint(const std::string& path, const LoadOptions& options,
+                                         Device device) {
   std::error_code error;
   if (!fs::is_directory(path, error)) {
     if (!fs::exists(path, error)) return not_found("model '", path, "' does not exist");
     return path;
   }
-  KVRT_ASSIGN_OR_RETURN(std::string key, checkpoint_cache_key(path, options));
+  KVRT_ASSIGN_OR_RETURN(std::string key,
+                        checkpoint_cache_key(path, options, cache_dtype_for(device)));
   const fs::path cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
   const fs::path cached =
       cache_dir / (fs::path(path).lexically_normal().filename().string() + "-" + key + ".kvrt");
@@ -87,6 +99,7 @@ Result<std::string> export_if_checkpoint(const std::string& path, const LoadOpti
   export_options.checkpoint_dir = path;
   export_options.output_path = cached.string();
   export_options.max_seq = options.max_seq;
+  export_options.cache_dtype = cache_dtype_for(device);
   if (options.progress) {
     export_options.progress = [&](uint64_t done, uint64_t total) {
       options.progress("export", done, total);
@@ -94,13 +107,6 @@ Result<std::string> export_if_checkpoint(const std::string& path, const LoadOpti
   }
   KVRT_RETURN_IF_ERROR(exporter::export_checkpoint(export_options).status());
   return cached.string();
-}
-
-Result<Device> resolve_device(const std::string& name) {
-  if (name != "auto") return parse_device(name);
-  auto cuda = engine::find_engine_target(DeviceType::kCuda);
-  if (cuda.ok() && cuda->device_api && cuda->device_api(0).ok()) return Device::cuda(0);
-  return Device::cpu();
 }
 
 std::optional<std::string> find_tokenizer(const std::string& model_path,
@@ -140,11 +146,13 @@ Llm::~Llm() = default;
 
 Result<std::unique_ptr<Llm>> Llm::load(const std::string& path, const LoadOptions& options) {
   auto state = std::make_unique<State>();
-  KVRT_ASSIGN_OR_RETURN(Device device, resolve_device(options.device));
+  KVRT_RETURN_IF_ERROR(engine::register_builtin_targets());
+  KVRT_ASSIGN_OR_RETURN(Device device,
+                        engine::resolve_device(options.device, &state->device_choice));
   // A device this build or machine cannot run on is refused before the export, which
   // can take minutes.
   KVRT_RETURN_IF_ERROR(delegate::device_api_for(device).status());
-  KVRT_ASSIGN_OR_RETURN(state->program_path, export_if_checkpoint(path, options));
+  KVRT_ASSIGN_OR_RETURN(state->program_path, export_if_checkpoint(path, options, device));
   state->device = device.to_string();
   runtime::ModuleOptions module_options;
   module_options.device = device;
@@ -205,6 +213,9 @@ const std::vector<int32_t>& Llm::eos_ids() const {
 }
 const std::string& Llm::device() const {
   return state_->device;
+}
+const std::string& Llm::device_choice() const {
+  return state_->device_choice;
 }
 const std::string& Llm::program_path() const {
   return state_->program_path;

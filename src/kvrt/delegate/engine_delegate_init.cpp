@@ -9,36 +9,21 @@
 #include "kvrt/engine/common/engine_target.h"
 #include "kvrt/engine/cpu/cpu_engine.h"
 
-#if defined(KVRT_WITH_CUDA) && __has_include("kvrt/engine/cuda/cuda_engine.h")
-#include "kvrt/engine/cuda/cuda_engine.h"
-#define KVRT_HAS_CUDA_ENGINE 1
-#else
-#define KVRT_HAS_CUDA_ENGINE 0
-#endif
-
 namespace kvrt::delegate {
 namespace detail {
 
 Result<engine::EngineTarget> resolve_target(DeviceType type) {
   Result<engine::EngineTarget> found = engine::find_engine_target(type);
   if (found.ok()) return found;
-  // Built-in targets register on first use: the CPU engine always, the CUDA engine in
-  // CUDA builds once it exists (engine/cuda/cuda_engine.h, library kvrt_engine_cuda).
+  // The CPU engine is part of the delegate; every other target is registered by the
+  // program at start-up (engine/builtin_targets.h) or by a test.
   if (type == DeviceType::kCpu) {
     KVRT_RETURN_IF_ERROR(engine::register_engine_target(engine::cpu::cpu_engine_target()));
+    return engine::find_engine_target(type);
   }
-#if KVRT_HAS_CUDA_ENGINE
-  if (type == DeviceType::kCuda) {
-    KVRT_RETURN_IF_ERROR(engine::register_engine_target(engine::cuda::cuda_engine_target()));
-  }
-#else
-  if (type == DeviceType::kCuda) {
-    return not_found(
-        "no CUDA engine in this build (the CUDA kernel library exists, the engine that runs "
-        "programs on it does not yet): run on the CPU device");
-  }
-#endif
-  return engine::find_engine_target(type);
+  return not_found("no engine target is registered for ", Device{type, 0}.to_string(),
+                   " (a build without the CUDA engine, or engine::register_builtin_targets() "
+                   "was not called)");
 }
 
 namespace {

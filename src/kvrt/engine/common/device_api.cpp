@@ -41,6 +41,20 @@ class HostDeviceApi final : public DeviceApi {
 
 }  // namespace
 
+Result<void*> DeviceApi::allocate_host(size_t bytes) {
+  void* ptr = std::malloc(bytes == 0 ? 1 : bytes);
+  if (ptr == nullptr) return allocation_failed("host allocation of ", bytes, " bytes failed");
+  return ptr;
+}
+
+void DeviceApi::free_host(void* ptr) {
+  std::free(ptr);
+}
+
+Result<float> DeviceApi::elapsed_ms(EventHandle, EventHandle) {
+  return not_supported(device().to_string(), " keeps no event timestamps");
+}
+
 DeviceApi& host_device_api() {
   static HostDeviceApi api;
   return api;

@@ -34,6 +34,10 @@ class DeviceApi {
   // Device memory for staging host I/O (D4), arenas and buffers.
   virtual Result<void*> allocate(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
+  // Host memory the device copies to and from asynchronously (pinned on CUDA), for
+  // outputs the host reads every step. Defaults to the heap.
+  virtual Result<void*> allocate_host(size_t bytes);
+  virtual void free_host(void* ptr);
   // Sets `bytes` of device memory to zero and waits for it (buffers at load, F4).
   virtual Status fill_zero(void* ptr, size_t bytes) = 0;
 
@@ -49,6 +53,9 @@ class DeviceApi {
   virtual void destroy_event(EventHandle event) = 0;
   // Blocks the host until all work queued on `stream` completes.
   virtual Status synchronize(StreamHandle stream) = 0;
+  // Milliseconds between two completed events that were recorded for timing
+  // (benchmarks); NotSupported where the device keeps no timestamps (the host).
+  virtual Result<float> elapsed_ms(EventHandle start, EventHandle end);
 };
 
 // The host target's API: everything is host memory, copies are memcpy, work is

@@ -5,7 +5,10 @@
 // interface without changes to the delegate.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,13 +28,34 @@ struct TensorInfo {
   std::vector<graph::Dim> shape;
 };
 
+// State that every engine built from one WeightProvider may share, e.g. a device
+// engine's uploaded weights (one copy per program and device, F5).
+class SharedState {
+ public:
+  virtual ~SharedState() = default;
+};
+
 // Weights live once in the program's weight segment; engines look them up by name and
 // must not copy them on the host (a device engine uploads them once at build).
 class WeightProvider {
  public:
+  WeightProvider() = default;
+  // A copy is another provider: it starts with no shared state of its own.
+  WeightProvider(const WeightProvider&) {}
+  WeightProvider& operator=(const WeightProvider&) { return *this; }
   virtual ~WeightProvider() = default;
   // A host view of the named weight (dtype and shape as stored), or NotFound.
   virtual Result<TensorView> weight(std::string_view name) const = 0;
+
+  using SharedStateFactory = std::function<Result<std::shared_ptr<SharedState>>()>;
+  // The state stored under `key` ("cuda:0/weights"), made by `make` on first use and
+  // kept until the provider goes. Thread-safe; a failed `make` stores nothing.
+  Result<std::shared_ptr<SharedState>> shared_state(const std::string& key,
+                                                    const SharedStateFactory& make) const;
+
+ private:
+  mutable std::mutex shared_mutex_;
+  mutable std::map<std::string, std::shared_ptr<SharedState>, std::less<>> shared_;
 };
 
 class Engine {

@@ -50,3 +50,17 @@ Result<EngineTarget> find_engine_target(DeviceType type) {
 }
 
 }  // namespace kvrt::engine
+
+namespace kvrt::engine {
+
+Result<std::shared_ptr<SharedState>> WeightProvider::shared_state(
+    const std::string& key, const SharedStateFactory& make) const {
+  std::lock_guard lock(shared_mutex_);
+  auto found = shared_.find(key);
+  if (found != shared_.end()) return found->second;
+  KVRT_ASSIGN_OR_RETURN(std::shared_ptr<SharedState> state, make());
+  shared_.emplace(key, state);
+  return state;
+}
+
+}  // namespace kvrt::engine

@@ -157,7 +157,25 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// out[i] = start[0] + offset + i.
+__global__ void __launch_bounds__(kThreads)
+    positions_kernel(const int32_t* start, int offset, int count, int32_t* out) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int i = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  if (i < count) out[i] = start[0] + offset + i;
+}
+
 }  // namespace
+
+Status fill_positions(const int32_t* start, int offset, int count, int32_t* out,
+                      cudaStream_t stream) {
+  if (start == nullptr || out == nullptr || count < 1 || offset < 0) {
+    return invalid_argument("fill_positions: start and out must be non-null, count positive");
+  }
+  return launch(positions_kernel, dim3(ceil_div(count, kThreads)), dim3(kThreads), 0, stream,
+                "fill_positions", start, offset, count, out);
+}
 
 Status rmsnorm(const bf16* x, const bf16* weight, bf16* y, int tokens, int hidden, float eps,
                cudaStream_t stream) {

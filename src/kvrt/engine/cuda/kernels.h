@@ -140,6 +140,11 @@ Status swiglu(const bf16* gate_up, bf16* out, int tokens, int intermediate, cuda
 Status embedding_gather(const bf16* table, int vocab, int hidden, const int32_t* tokens, int count,
                         bf16* out, cudaStream_t stream);
 
+// out[i] = start[0] + offset + i for i < count: the per-token positions of a chunk of a
+// prompt that starts at the position in device memory `start`.
+Status fill_positions(const int32_t* start, int offset, int count, int32_t* out,
+                      cudaStream_t stream);
+
 // ---------------------------------------------------------------------------------------
 // Rotary embedding fused with the KV-cache write
 
@@ -247,6 +252,26 @@ struct PrefillAttention {
   float scale = 0.0f;  // 0: 1/sqrt(head_dim)
 };
 Status prefill_attention(const PrefillAttention& op, cudaStream_t stream);
+
+// Any other head_dim (even, up to 256): the same causal attention as prefill_attention,
+// one block per (token, head), f32 online softmax. For head dims the fast kernels are not
+// built for (test models' 16 and 32, and 256); decode calls it with one token.
+struct GenericAttention {
+  const bf16* q = nullptr;  // token t, head h at q + t·q_token_stride + h·head_dim
+  int64_t q_token_stride = 0;
+  const bf16* k_cache = nullptr;  // [kv_heads, max_seq, head_dim]
+  const bf16* v_cache = nullptr;
+  const int32_t* positions = nullptr;  // [tokens], device
+  bf16* out = nullptr;                 // [tokens, q_heads, head_dim]
+  int tokens = 0;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int max_seq = 0;
+  float scale = 0.0f;  // 0: 1/sqrt(head_dim)
+};
+bool generic_attention_supports(int head_dim);
+Status generic_attention(const GenericAttention& op, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------
 // Greedy sampling: two-stage argmax over f32 logits [rows, vocab] into int32 out[rows]

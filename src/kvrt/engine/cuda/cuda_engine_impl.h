@@ -1,0 +1,124 @@
+// Internal: the CUDA engine's state, shared by cuda_engine.cpp (build, bindings) and
+// cuda_engine_run.cpp (the decode step, its CUDA graph, prefill).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <vector>
+
+#include "kvrt/engine/cuda/cuda_engine.h"
+#include "kvrt/engine/cuda/decoder_plan.h"
+#include "kvrt/engine/cuda/kernels.h"
+#include "kvrt/engine/cuda/weight_store.h"
+
+namespace kvrt::engine::cuda::detail {
+
+// Device memory the engine owns (activations, workspaces, tables).
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  // Carves `bytes` (rounded up to 256) from one allocation made by commit().
+  size_t reserve(size_t bytes);
+  Status commit();
+  std::byte* at(size_t offset) const { return base_ + offset; }
+
+ private:
+  std::byte* base_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct LayerWeights {
+  const bf16* input_norm = nullptr;
+  const bf16* qkv = nullptr;  // [(NH + 2 KVH) D, H]
+  const bf16* qkv_bias = nullptr;
+  const bf16* o = nullptr;
+  const bf16* o_bias = nullptr;
+  const bf16* post_norm = nullptr;
+  const bf16* gate_up = nullptr;  // [2 I, H]
+  const bf16* gate_up_bias = nullptr;
+  const bf16* down = nullptr;
+  const bf16* down_bias = nullptr;
+};
+
+struct Binding {
+  void* data = nullptr;
+  Shape shape;
+  bool bound = false;
+};
+
+// A decode step captured for one set of bound pointers.
+struct CapturedStep {
+  std::vector<void*> pointers;
+  cudaGraphExec_t exec = nullptr;
+};
+
+class CudaEngine final : public Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const graph::Graph& graph,
+                                                const WeightProvider& weights,
+                                                const EngineOptions& options);
+  ~CudaEngine() override;
+
+  Device device() const override { return device_; }
+  std::span<const TensorInfo> inputs() const override { return inputs_; }
+  std::span<const TensorInfo> outputs() const override { return outputs_; }
+  std::optional<std::string> aliased_input(std::string_view output_name) const override;
+  Status set_tensor(std::string_view name, void* data, const Shape& shape) override;
+  Status enqueue(StreamHandle stream) override;
+  Result<Shape> output_shape(std::string_view name) const override;
+
+  CudaEngine() = default;
+
+ private:
+  Status resolve_weights();
+  Status plan_memory();
+  Status check_bindings(int64_t& tokens) const;
+  const int32_t* tokens_ptr() const;
+  const int32_t* position_ptr() const;
+  float* logits_ptr() const;
+  bf16* cache(int input) const;
+
+  // cuda_engine_run.cpp
+  Status rope_write(bf16* qkv, const int32_t* positions, int tokens, const LayerPlan& layer,
+                    cudaStream_t stream);
+  Status rope_and_generic_attention(bf16* qkv, const int32_t* positions, int tokens,
+                                    const LayerPlan& layer, bf16* out, cudaStream_t stream);
+  Status decode_step(cudaStream_t stream);  // the launches of one token
+  Status run_decode(cudaStream_t stream);   // replays (or captures) decode_step
+  Status run_prefill(int64_t tokens, cudaStream_t stream);
+  Status prefill_chunk(int offset, int count, bool last, cudaStream_t stream);
+
+  Device device_;
+  DecoderPlan plan_;
+  std::vector<TensorInfo> inputs_, outputs_;
+  std::vector<int> output_alias_;  // per output: aliased input index or -1
+  std::vector<Binding> input_bindings_, output_bindings_;
+  std::shared_ptr<WeightStore> store_;  // keeps the shared weights alive
+  std::vector<LayerWeights> layers_;
+  const bf16* embedding_ = nullptr;
+  const bf16* final_norm_ = nullptr;
+  const bf16* lm_head_ = nullptr;
+
+  DeviceMemory memory_;
+  float* inv_freq_ = nullptr;
+  int splits_ = 0;
+  float* attention_workspace_ = nullptr;
+  size_t attention_workspace_bytes_ = 0;
+  // Decode activations (one token).
+  bf16 *h_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *act_ = nullptr;
+  // Prefill activations (up to chunk_ tokens).
+  int chunk_ = 0;
+  bf16 *x_ = nullptr, *normed_ = nullptr, *p_qkv_ = nullptr, *p_attn_ = nullptr;
+  bf16 *gate_up_ = nullptr, *p_act_ = nullptr;
+  int32_t* positions_ = nullptr;
+  std::unique_ptr<PrefillLinear> gemm_;
+
+  std::vector<CapturedStep> captured_;  // most recent last
+  std::vector<void*> scratch_pointers_;
+};
+
+}  // namespace kvrt::engine::cuda::detail

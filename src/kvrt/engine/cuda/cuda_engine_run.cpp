@@ -1,0 +1,251 @@
+// The CUDA engine's launches. Decode (one token) is the kernel library's fused step:
+// norm+q/k/v GEMV, attention with rope and the cache write fused, o_proj+residual,
+// norm+gate/up+SwiGLU, down+residual, norm+LM head; captured once per set of bound
+// pointers in a CUDA graph and replayed. Prefill runs chunks of up to chunk_ tokens
+// through cuBLASLt linears, rope_kv_write and the prefill attention kernel.
+#include <algorithm>
+
+#include "kvrt/engine/cuda/cuda_engine_impl.h"
+
+namespace kvrt::engine::cuda::detail {
+namespace {
+
+// Captured steps kept per engine: enough for a few alternating bindings (e.g. two
+// staging buffers) without re-capturing, few enough to bound graph memory.
+constexpr size_t kMaxCapturedSteps = 4;
+
+}  // namespace
+
+Status CudaEngine::rope_write(bf16* qkv, const int32_t* positions, int tokens,
+                              const LayerPlan& layer, cudaStream_t stream) {
+  RopeKvWrite rope;
+  rope.qkv = qkv;
+  rope.positions = positions;
+  rope.inv_freq = inv_freq_;
+  rope.tokens = tokens;
+  rope.q_heads = static_cast<int>(plan_.q_heads);
+  rope.kv_heads = static_cast<int>(plan_.kv_heads);
+  rope.head_dim = static_cast<int>(plan_.head_dim);
+  rope.k_cache = cache(layer.k_cache_input);
+  rope.v_cache = cache(layer.v_cache_input);
+  rope.max_seq = static_cast<int>(plan_.max_seq);
+  return rope_kv_write(rope, stream);
+}
+
+Status CudaEngine::rope_and_generic_attention(bf16* qkv, const int32_t* positions, int tokens,
+                                              const LayerPlan& layer, bf16* out,
+                                              cudaStream_t stream) {
+  KVRT_RETURN_IF_ERROR(rope_write(qkv, positions, tokens, layer, stream));
+  GenericAttention attention;
+  attention.q = qkv;
+  attention.q_token_stride = (plan_.q_heads + 2 * plan_.kv_heads) * plan_.head_dim;
+  attention.k_cache = cache(layer.k_cache_input);
+  attention.v_cache = cache(layer.v_cache_input);
+  attention.positions = positions;
+  attention.out = out;
+  attention.tokens = tokens;
+  attention.q_heads = static_cast<int>(plan_.q_heads);
+  attention.kv_heads = static_cast<int>(plan_.kv_heads);
+  attention.head_dim = static_cast<int>(plan_.head_dim);
+  attention.max_seq = static_cast<int>(plan_.max_seq);
+  attention.scale = plan_.attention_scale;
+  return generic_attention(attention, stream);
+}
+
+Status CudaEngine::decode_step(cudaStream_t stream) {
+  const DecoderPlan& p = plan_;
+  const int hidden = static_cast<int>(p.hidden), inter = static_cast<int>(p.intermediate);
+  const int q_heads = static_cast<int>(p.q_heads), kv_heads = static_cast<int>(p.kv_heads);
+  const int dim = static_cast<int>(p.head_dim);
+  const int qkv_rows = (q_heads + 2 * kv_heads) * dim;
+  KVRT_RETURN_IF_ERROR(
+      embedding_gather(embedding_, static_cast<int>(p.vocab), hidden, tokens_ptr(), 1, h_, stream));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerWeights& w = layers_[l];
+    const LayerPlan& lp = p.layers[l];
+    DecodeLinear qkv;
+    qkv.weight = w.qkv;
+    qkv.input = h_;
+    qkv.rows = qkv_rows;
+    qkv.in = hidden;
+    qkv.norm_weight = w.input_norm;
+    qkv.norm_eps = lp.input_norm_eps;
+    qkv.bias = w.qkv_bias;
+    qkv.output = qkv_;
+    KVRT_RETURN_IF_ERROR(decode_linear(qkv, stream));
+
+    if (!attention_head_dim_supported(p.head_dim)) {
+      KVRT_RETURN_IF_ERROR(rope_and_generic_attention(qkv_, position_ptr(), 1, lp, attn_, stream));
+    } else {
+      DecodeAttention attention;
+      attention.q = qkv_;
+      attention.k_cache = cache(lp.k_cache_input);
+      attention.v_cache = cache(lp.v_cache_input);
+      attention.position = position_ptr();
+      attention.out = attn_;
+      attention.q_heads = q_heads;
+      attention.kv_heads = kv_heads;
+      attention.head_dim = dim;
+      attention.max_seq = static_cast<int>(p.max_seq);
+      attention.scale = p.attention_scale;
+      attention.splits = splits_;
+      attention.workspace = attention_workspace_;
+      attention.workspace_bytes = attention_workspace_bytes_;
+      attention.rope_inv_freq = inv_freq_;
+      KVRT_RETURN_IF_ERROR(decode_attention(attention, stream));
+    }
+
+    DecodeLinear o;
+    o.weight = w.o;
+    o.input = attn_;
+    o.rows = hidden;
+    o.in = q_heads * dim;
+    o.bias = w.o_bias;
+    o.residual = h_;
+    o.output = h_;
+    KVRT_RETURN_IF_ERROR(decode_linear(o, stream));
+
+    DecodeLinear gate_up;
+    gate_up.weight = w.gate_up;
+    gate_up.input = h_;
+    gate_up.rows = inter;
+    gate_up.in = hidden;
+    gate_up.norm_weight = w.post_norm;
+    gate_up.norm_eps = lp.post_attention_norm_eps;
+    gate_up.swiglu = true;
+    gate_up.bias = w.gate_up_bias;
+    gate_up.output = act_;
+    KVRT_RETURN_IF_ERROR(decode_linear(gate_up, stream));
+
+    DecodeLinear down;
+    down.weight = w.down;
+    down.input = act_;
+    down.rows = hidden;
+    down.in = inter;
+    down.bias = w.down_bias;
+    down.residual = h_;
+    down.output = h_;
+    KVRT_RETURN_IF_ERROR(decode_linear(down, stream));
+  }
+  DecodeLinear head;
+  head.weight = lm_head_;
+  head.input = h_;
+  head.rows = static_cast<int>(p.vocab);
+  head.in = hidden;
+  head.norm_weight = final_norm_;
+  head.norm_eps = p.final_norm_eps;
+  head.output_f32 = logits_ptr();
+  return decode_linear(head, stream);
+}
+
+Status CudaEngine::run_decode(cudaStream_t stream) {
+  // The legacy default stream cannot be captured: run the launches as they are.
+  if (stream == nullptr) return decode_step(stream);
+  std::vector<void*>& key = scratch_pointers_;
+  key.clear();
+  for (const Binding& b : input_bindings_) key.push_back(b.data);
+  for (const Binding& b : output_bindings_) key.push_back(b.data);
+  for (size_t i = 0; i < captured_.size(); ++i) {
+    if (captured_[i].pointers != key) continue;
+    // Most recent last, so the steady state finds its graph first time round.
+    if (i + 1 != captured_.size())
+      std::rotate(captured_.begin() + i, captured_.begin() + i + 1, captured_.end());
+    return cuda_check(cudaGraphLaunch(captured_.back().exec, stream), "cudaGraphLaunch");
+  }
+  // New bindings: capture the step for them. Thread-local capture mode, so another
+  // thread's CUDA calls (another engine, an allocation) are not disturbed.
+  KVRT_RETURN_IF_ERROR(cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                                  "cudaStreamBeginCapture"));
+  const Status launched = decode_step(stream);
+  cudaGraph_t graph = nullptr;
+  const Status ended = cuda_check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  if (!launched.ok() || !ended.ok()) {
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    return launched.ok() ? ended : launched;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const Status instantiated =
+      cuda_check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  (void)cudaGraphDestroy(graph);
+  KVRT_RETURN_IF_ERROR(instantiated);
+  if (captured_.size() == kMaxCapturedSteps) {
+    (void)cudaGraphExecDestroy(captured_.front().exec);
+    captured_.erase(captured_.begin());
+  }
+  captured_.push_back({key, exec});
+  return cuda_check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+}
+
+Status CudaEngine::run_prefill(int64_t tokens, cudaStream_t stream) {
+  if (gemm_ == nullptr) {
+    return invalid_argument("this partition takes one token per call, got ", tokens);
+  }
+  for (int64_t offset = 0; offset < tokens; offset += chunk_) {
+    const int count = static_cast<int>(std::min<int64_t>(chunk_, tokens - offset));
+    KVRT_RETURN_IF_ERROR(
+        prefill_chunk(static_cast<int>(offset), count, offset + count == tokens, stream));
+  }
+  return Status();
+}
+
+// Tokens [offset, offset + count) of the call, at positions P + offset + i.
+Status CudaEngine::prefill_chunk(int offset, int count, bool last, cudaStream_t stream) {
+  const DecoderPlan& p = plan_;
+  const int hidden = static_cast<int>(p.hidden), inter = static_cast<int>(p.intermediate);
+  const int q_heads = static_cast<int>(p.q_heads), kv_heads = static_cast<int>(p.kv_heads);
+  const int dim = static_cast<int>(p.head_dim), max_seq = static_cast<int>(p.max_seq);
+  const int qkv_rows = (q_heads + 2 * kv_heads) * dim;
+  KVRT_RETURN_IF_ERROR(fill_positions(position_ptr(), offset, count, positions_, stream));
+  KVRT_RETURN_IF_ERROR(embedding_gather(embedding_, static_cast<int>(p.vocab), hidden,
+                                        tokens_ptr() + offset, count, x_, stream));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerWeights& w = layers_[l];
+    const LayerPlan& lp = p.layers[l];
+    KVRT_RETURN_IF_ERROR(
+        rmsnorm(x_, w.input_norm, normed_, count, hidden, lp.input_norm_eps, stream));
+    KVRT_RETURN_IF_ERROR(
+        gemm_->run(w.qkv, normed_, count, qkv_rows, hidden, nullptr, p_qkv_, stream, w.qkv_bias));
+    if (!attention_head_dim_supported(p.head_dim)) {
+      KVRT_RETURN_IF_ERROR(
+          rope_and_generic_attention(p_qkv_, positions_, count, lp, p_attn_, stream));
+    } else {
+      KVRT_RETURN_IF_ERROR(rope_write(p_qkv_, positions_, count, lp, stream));
+      PrefillAttention attention;
+      attention.q = p_qkv_;
+      attention.q_token_stride = qkv_rows;
+      attention.k_cache = cache(lp.k_cache_input);
+      attention.v_cache = cache(lp.v_cache_input);
+      attention.positions = positions_;
+      attention.out = p_attn_;
+      attention.tokens = count;
+      attention.q_heads = q_heads;
+      attention.kv_heads = kv_heads;
+      attention.head_dim = dim;
+      attention.max_seq = max_seq;
+      attention.scale = p.attention_scale;
+      KVRT_RETURN_IF_ERROR(prefill_attention(attention, stream));
+    }
+
+    KVRT_RETURN_IF_ERROR(
+        gemm_->run(w.o, p_attn_, count, hidden, q_heads * dim, x_, x_, stream, w.o_bias));
+    KVRT_RETURN_IF_ERROR(
+        rmsnorm(x_, w.post_norm, normed_, count, hidden, lp.post_attention_norm_eps, stream));
+    KVRT_RETURN_IF_ERROR(gemm_->run(w.gate_up, normed_, count, 2 * inter, hidden, nullptr, gate_up_,
+                                    stream, w.gate_up_bias));
+    KVRT_RETURN_IF_ERROR(swiglu(gate_up_, p_act_, count, inter, stream));
+    KVRT_RETURN_IF_ERROR(
+        gemm_->run(w.down, p_act_, count, hidden, inter, x_, x_, stream, w.down_bias));
+  }
+  if (!last) return Status();
+  DecodeLinear head;
+  head.weight = lm_head_;
+  head.input = x_ + static_cast<size_t>(count - 1) * hidden;
+  head.rows = static_cast<int>(p.vocab);
+  head.in = hidden;
+  head.norm_weight = final_norm_;
+  head.norm_eps = p.final_norm_eps;
+  head.output_f32 = logits_ptr();
+  return decode_linear(head, stream);
+}
+
+}  // namespace kvrt::engine::cuda::detail

@@ -1,0 +1,276 @@
+// `kvrt bench MODEL`: prompt processing (pp) and token generation (tg) at batch 1 at
+// each cache depth, in the spirit of llama-bench and with its flag names. Each figure is
+// the median of -r repetitions after a warm-up, timed end to end through the runtime
+// (Module -> delegate -> engine): every call returns only when its logits are on the
+// host. tg also reports the bytes a step must read (weights + the live cache) per second
+// and their share of a device-to-device copy measured in the same run.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "kvrt/delegate/engine_delegate.h"
+#include "kvrt/engine/builtin_targets.h"
+#include "kvrt/export/exporter.h"
+#include "kvrt/runtime/module.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kvrt::Result;
+using kvrt::Status;
+using kvrt::runtime::Module;
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::string model;
+  int prompt = 512;
+  int generate = 128;
+  std::string depths = "0,4096";
+  int repetitions = 3;
+  std::string device = "auto";
+  bool json = false;
+};
+
+struct Row {
+  std::string test;  // "pp512", "tg128"
+  int depth = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double tokens_per_second = 0;
+  double gb_per_second = 0;  // tg: bytes a step reads / time
+  double share_of_copy = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Device-to-device copy bandwidth (read + write counted), GB/s; 0 on the host.
+double copy_bandwidth(kvrt::Device device) {
+  if (!device.is_cuda()) return 0;
+  Result<kvrt::engine::DeviceApi*> api = kvrt::delegate::device_api_for(device);
+  if (!api.ok()) return 0;
+  const size_t bytes = size_t{1} << 30;
+  auto a = (*api)->allocate(bytes);
+  auto b = (*api)->allocate(bytes);
+  auto stream = (*api)->create_stream();
+  std::vector<double> gbs;
+  for (int i = 0; a.ok() && b.ok() && stream.ok() && i < 11; ++i) {
+    auto start = (*api)->record_event(*stream);
+    (void)(*api)->copy_async(*b, *a, bytes, *stream);
+    auto end = (*api)->record_event(*stream);
+    if (!start.ok() || !end.ok() || !(*api)->wait_event(*end).ok()) break;
+    auto ms = (*api)->elapsed_ms(*start, *end);
+    (*api)->destroy_event(*start);
+    (*api)->destroy_event(*end);
+    if (ms.ok() && i > 0) gbs.push_back(2.0 * bytes / (*ms * 1e-3) / 1e9);
+  }
+  if (a.ok()) (*api)->free(*a);
+  if (b.ok()) (*api)->free(*b);
+  if (stream.ok()) (*api)->destroy_stream(*stream);
+  return median(gbs);
+}
+
+Result<std::string> program_for(const BenchArgs& args, kvrt::Device device, int64_t max_seq,
+                                bool* temporary) {
+  *temporary = false;
+  if (!fs::is_directory(args.model)) return args.model;
+  kvrt::exporter::ExportOptions options;
+  options.checkpoint_dir = args.model;
+  options.output_path =
+      (fs::temp_directory_path() / ("kvrt_bench_" + std::to_string(::getpid()) + ".kvrt")).string();
+  options.max_seq = max_seq;
+  options.max_prompt = std::min<int64_t>(max_seq, 512);
+  options.cache_dtype = device.is_cuda() ? kvrt::DType::kBF16 : kvrt::DType::kF32;
+  std::fprintf(stderr, "exporting %s (max_seq %lld)\n", args.model.c_str(),
+               static_cast<long long>(max_seq));
+  KVRT_RETURN_IF_ERROR(kvrt::exporter::export_checkpoint(options).status());
+  *temporary = true;
+  return options.output_path;
+}
+
+// Runs `tokens` at `position` in chunks of the prefill method's largest call.
+Status prefill(Module& module, const std::vector<int32_t>& tokens, int32_t position) {
+  KVRT_ASSIGN_OR_RETURN(int64_t chunk, module.max_tokens(kvrt::runtime::kPrefillMethod));
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(chunk)) {
+    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(chunk));
+    KVRT_RETURN_IF_ERROR(
+        module
+            .run(n == 1 ? kvrt::runtime::kDecodeMethod : kvrt::runtime::kPrefillMethod,
+                 std::span<const int32_t>(tokens.data() + i, n), position + static_cast<int32_t>(i))
+            .status());
+  }
+  return Status();
+}
+
+Result<std::vector<Row>> bench(const BenchArgs& args, Module& module, double copy_gbs,
+                               const std::vector<int>& depths) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(module.vocab_size() - 1));
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int32_t& v : t) v = id(rng);
+    return t;
+  };
+  // Bytes a decode step reads: every weight once (bf16 on CUDA, as stored on the CPU)
+  // and the live K and V rows of every layer.
+  double weight_bytes = 0, row_bytes = 0;
+  const kvrt::format::ProgramSpec& spec = module.program().spec();
+  for (const auto& weight : spec.weights) {
+    auto view = module.program().weight(weight.name);
+    if (!view.ok()) continue;
+    weight_bytes += static_cast<double>(*view->numel()) * 2.0;
+  }
+  for (const auto& buffer : spec.buffers) {
+    double per_row = static_cast<double>(kvrt::dtype_size(buffer.dtype));
+    for (size_t d = 0; d < buffer.shape.size(); ++d) {
+      if (d != 1) per_row *= static_cast<double>(buffer.shape[d]);
+    }
+    row_bytes += per_row;
+  }
+  std::vector<Row> rows;
+  for (int depth : depths) {
+    KVRT_RETURN_IF_ERROR(module.reset());
+    KVRT_RETURN_IF_ERROR(prefill(module, random_tokens(depth), 0));
+    const std::vector<int32_t> prompt = random_tokens(args.prompt);
+    std::vector<double> pp_ms, tg_ms;
+    for (int rep = 0; rep <= args.repetitions; ++rep) {  // rep 0 warms up
+      const auto t0 = Clock::now();
+      if (args.prompt > 0) KVRT_RETURN_IF_ERROR(prefill(module, prompt, depth));
+      const auto t1 = Clock::now();
+      int32_t token = prompt.empty() ? 1 : prompt.back();
+      for (int i = 0; i < args.generate; ++i) {
+        KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, module.decode(token, depth + i));
+        token =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      const auto t2 = Clock::now();
+      if (rep == 0) continue;
+      pp_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      tg_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    auto row = [&](std::string test, const std::vector<double>& ms, int tokens) {
+      Row r;
+      r.test = std::move(test);
+      r.depth = depth;
+      r.median_ms = median(ms);
+      r.min_ms = *std::min_element(ms.begin(), ms.end());
+      r.max_ms = *std::max_element(ms.begin(), ms.end());
+      r.tokens_per_second = r.median_ms > 0 ? tokens / (r.median_ms * 1e-3) : 0;
+      return r;
+    };
+    if (args.prompt > 0)
+      rows.push_back(row("pp" + std::to_string(args.prompt), pp_ms, args.prompt));
+    if (args.generate > 0) {
+      Row tg = row("tg" + std::to_string(args.generate), tg_ms, args.generate);
+      const double mean_live = depth + (args.generate + 1) / 2.0;
+      const double step_bytes = weight_bytes + row_bytes * mean_live;
+      tg.gb_per_second = step_bytes * tg.tokens_per_second / 1e9;
+      tg.share_of_copy = copy_gbs > 0 ? tg.gb_per_second / copy_gbs : 0;
+      rows.push_back(tg);
+    }
+  }
+  return rows;
+}
+
+int run_bench(const BenchArgs& args) {
+  auto fail = [](const Status& status) {
+    std::fprintf(stderr, "kvrt bench: %s\n", status.to_string().c_str());
+    return 2;
+  };
+  std::vector<int> depths;
+  std::stringstream list(args.depths);
+  for (std::string item; std::getline(list, item, ',');) {
+    try {
+      depths.push_back(std::stoi(item));
+    } catch (...) {
+      return fail(kvrt::invalid_argument("-d: '", item, "' is not a depth"));
+    }
+    if (depths.back() < 0) return fail(kvrt::invalid_argument("-d: depths must be >= 0"));
+  }
+  std::string why;
+  Result<kvrt::Device> device = kvrt::engine::resolve_device(args.device, &why);
+  if (!device.ok()) return fail(device.status());
+  const int max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
+  const int64_t max_seq = max_depth + args.prompt + args.generate + 1;
+  bool temporary = false;
+  Result<std::string> path = program_for(args, *device, max_seq, &temporary);
+  if (!path.ok()) return fail(path.status());
+  const auto load_start = Clock::now();
+  auto module = Module::load(*path, {.device = *device});
+  if (temporary) fs::remove(*path);
+  if (!module.ok()) return fail(module.status());
+  const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
+  if ((*module)->max_seq_len() < max_seq) {
+    return fail(kvrt::invalid_argument("the program holds ", (*module)->max_seq_len(),
+                                       " positions, the benchmark needs ", max_seq));
+  }
+  const double copy_gbs = copy_bandwidth(*device);
+  Result<std::vector<Row>> rows = bench(args, **module, copy_gbs, depths);
+  if (!rows.ok()) return fail(rows.status());
+  if (args.json) {
+    nlohmann::json out = {{"model", args.model},
+                          {"device", why},
+                          {"load_s", load_s},
+                          {"copy_gbs", copy_gbs},
+                          {"rows", nlohmann::json::array()}};
+    for (const Row& r : *rows) {
+      out["rows"].push_back({{"test", r.test},
+                             {"depth", r.depth},
+                             {"median_ms", r.median_ms},
+                             {"min_ms", r.min_ms},
+                             {"max_ms", r.max_ms},
+                             {"tokens_per_second", r.tokens_per_second},
+                             {"gb_per_second", r.gb_per_second},
+                             {"share_of_copy", r.share_of_copy}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model %s, device %s, load %.2f s, copy %.0f GB/s\n\n", args.model.c_str(),
+              why.c_str(), load_s, copy_gbs);
+  std::printf("| test | depth | t/s | ms (median) | ms (min-max) | GB/s | share of copy |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Row& r : *rows) {
+    std::printf(
+        "| %s | %d | %.1f | %.3f | %.3f-%.3f | %s | %s |\n", r.test.c_str(), r.depth,
+        r.tokens_per_second, r.median_ms, r.min_ms, r.max_ms,
+        r.gb_per_second > 0 ? std::to_string(static_cast<int>(r.gb_per_second)).c_str() : "-",
+        r.share_of_copy > 0
+            ? (std::to_string(static_cast<int>(100 * r.share_of_copy + 0.5)) + "%").c_str()
+            : "-");
+  }
+  return 0;
+}
+
+const bool registered = kvrt::cli::register_command(
+    {"bench", "Benchmark prompt processing and token generation at cache depths",
+     [](CLI::App& sub) {
+       auto args = std::make_shared<BenchArgs>();
+       sub.add_option("model", args->model, "program file or checkpoint directory")->required();
+       sub.add_option("-p,--n-prompt", args->prompt, "prompt tokens (pp)")
+           ->capture_default_str()
+           ->check(CLI::NonNegativeNumber);
+       sub.add_option("-n,--n-gen", args->generate, "generated tokens (tg)")
+           ->capture_default_str()
+           ->check(CLI::NonNegativeNumber);
+       sub.add_option("-d,--n-depth", args->depths, "cache depths, comma-separated")
+           ->capture_default_str();
+       sub.add_option("-r,--repetitions", args->repetitions, "timed repetitions (after a warm-up)")
+           ->capture_default_str()
+           ->check(CLI::Range(1, 1000));
+       sub.add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+       sub.add_flag("--json", args->json, "print JSON instead of a table");
+       sub.callback([args] { kvrt::cli::set_exit_code(run_bench(*args)); });
+     }});
+
+}  // namespace
