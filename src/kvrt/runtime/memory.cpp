@@ -25,10 +25,23 @@ Result<Allocation> Allocation::create(size_t bytes, engine::DeviceApi* api) {
   return allocation;
 }
 
+Result<Allocation> Allocation::create_host(size_t bytes, engine::DeviceApi& api) {
+  Allocation allocation;
+  allocation.size_ = bytes;
+  if (bytes == 0) return allocation;
+  KVRT_ASSIGN_OR_RETURN(void* ptr, api.allocate_host(bytes));
+  allocation.data_ = static_cast<std::byte*>(ptr);
+  allocation.api_ = &api;
+  allocation.host_ = true;
+  KVRT_RETURN_IF_ERROR(allocation.zero());
+  return allocation;
+}
+
 Allocation::Allocation(Allocation&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      api_(std::exchange(other.api_, nullptr)) {}
+      api_(std::exchange(other.api_, nullptr)),
+      host_(std::exchange(other.host_, false)) {}
 
 Allocation& Allocation::operator=(Allocation&& other) noexcept {
   if (this != &other) {
@@ -36,6 +49,7 @@ Allocation& Allocation::operator=(Allocation&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     api_ = std::exchange(other.api_, nullptr);
+    host_ = std::exchange(other.host_, false);
   }
   return *this;
 }
@@ -46,7 +60,9 @@ Allocation::~Allocation() {
 
 void Allocation::release() {
   if (data_ == nullptr) return;
-  if (api_ != nullptr) {
+  if (api_ != nullptr && host_) {
+    api_->free_host(data_);
+  } else if (api_ != nullptr) {
     api_->free(data_);
   } else {
     std::free(data_);
@@ -56,7 +72,7 @@ void Allocation::release() {
 
 Status Allocation::zero() {
   if (data_ == nullptr) return Status();
-  if (api_ != nullptr) return api_->fill_zero(data_, size_);
+  if (api_ != nullptr && !host_) return api_->fill_zero(data_, size_);
   std::memset(data_, 0, size_);
   return Status();
 }

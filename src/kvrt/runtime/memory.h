@@ -21,6 +21,9 @@ namespace kvrt::runtime {
 class Allocation {
  public:
   static Result<Allocation> create(size_t bytes, engine::DeviceApi* api);
+  // Zeroed host memory from `api` (pinned on CUDA: the device copies to and from it
+  // asynchronously and at full speed).
+  static Result<Allocation> create_host(size_t bytes, engine::DeviceApi& api);
   Allocation() = default;
   Allocation(Allocation&& other) noexcept;
   Allocation& operator=(Allocation&& other) noexcept;
@@ -37,6 +40,7 @@ class Allocation {
   std::byte* data_ = nullptr;
   size_t size_ = 0;
   engine::DeviceApi* api_ = nullptr;
+  bool host_ = false;  // api_'s host memory (allocate_host)
 };
 
 // The mutable buffers (KV caches) of one loaded program. Every method of the program

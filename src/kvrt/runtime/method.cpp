@@ -73,7 +73,11 @@ Status Method::init_storage() {
   KVRT_ASSIGN_OR_RETURN(api_, delegate::device_api_for(options_.device));
   KVRT_ASSIGN_OR_RETURN(stream_, api_->create_stream());
   KVRT_ASSIGN_OR_RETURN(device_arena_, Allocation::create(spec_->device_arena_bytes, api_));
-  KVRT_ASSIGN_OR_RETURN(host_arena_, Allocation::create(spec_->host_arena_bytes, nullptr));
+  // The host arena holds what the caller reads (logits) and the delegate stages: pinned
+  // where the engine is a device, so those copies run at full speed.
+  KVRT_ASSIGN_OR_RETURN(host_arena_, options_.device.is_cpu()
+                                         ? Allocation::create(spec_->host_arena_bytes, nullptr)
+                                         : Allocation::create_host(spec_->host_arena_bytes, *api_));
   const size_t n = spec_->values.size();
   base_.assign(n, nullptr);
   device_of_.assign(n, Device::cpu());

@@ -75,6 +75,22 @@ Result<std::span<const float>> Module::run(std::string_view name, std::span<cons
                                            int32_t position) {
   Method* target = method(name);
   if (target == nullptr) return not_found("program has no method '", name, "'");
+  // A device engine reads ids and positions from device memory, where it cannot check
+  // them without a sync: refuse bad ones here, before anything runs.
+  if (position < 0 ||
+      (max_seq_len_ > 0 &&
+       static_cast<int64_t>(position) + static_cast<int64_t>(tokens.size()) > max_seq_len_)) {
+    return invalid_argument(
+        "method '", name, "': positions ", position, "..",
+        static_cast<int64_t>(position) + static_cast<int64_t>(tokens.size()) - 1,
+        " do not fit the cache of ", max_seq_len_, " positions");
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || (vocab_size_ > 0 && tokens[i] >= vocab_size_)) {
+      return invalid_argument("method '", name, "': token id ", tokens[i], " (index ", i,
+                              ") is outside the vocabulary of ", vocab_size_);
+    }
+  }
   int32_t position_storage = position;
   const TensorView inputs[] = {TensorView(const_cast<int32_t*>(tokens.data()), DType::kI32,
                                           {1, static_cast<int64_t>(tokens.size())}),

@@ -197,6 +197,27 @@ TEST_F(CudaEngine, CacheUpdatePersistsAcrossCalls_G1) {
   EXPECT_EQ(std::vector<float>(lb->begin(), lb->end()), fresh);
 }
 
+// A bad token id or position is refused before anything runs; the cache is unchanged.
+TEST_F(CudaEngine, RejectedInputsChangeNothing) {
+  auto module = Module::create(program_, {.device = Device::cuda(0)});
+  auto twin = Module::create(program_, {.device = Device::cuda(0)});
+  ASSERT_TRUE(module.ok() && twin.ok());
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  ASSERT_TRUE((*module)->prefill(prompt, 0).ok());
+  ASSERT_TRUE((*twin)->prefill(prompt, 0).ok());
+  const auto vocab = static_cast<int32_t>((*module)->vocab_size());
+  const auto max_seq = static_cast<int32_t>((*module)->max_seq_len());
+  EXPECT_EQ((*module)->decode(vocab, 3).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ((*module)->decode(-1, 3).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ((*module)->decode(1, max_seq).status().code(), ErrorCode::kInvalidArgument);
+  auto after = (*module)->decode(4, 3);
+  ASSERT_TRUE(after.ok());
+  const std::vector<float> got(after->begin(), after->end());
+  auto expected = (*twin)->decode(4, 3);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(got, std::vector<float>(expected->begin(), expected->end()));
+}
+
 // F5: prefill and decode share one device copy of the weights.
 TEST_F(CudaEngine, WeightsAreUploadedOncePerProgram_F5) {
   auto module = Module::create(program_, {.device = Device::cuda(0)});
@@ -337,9 +358,9 @@ TEST_F(CudaDecodeDelegate, CallerStreamFastPathAndOwnStream_E1_E3) {
   set_input(position_, 0);
   ASSERT_TRUE(handle_->execute(args_).ok());
   EXPECT_TRUE(handle_->last_stats().host_synchronized);
-  const std::vector<float> own_stream = logits();
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  set_input(token_, 5);
   set_input(position_, 1);
   delegate::ExecuteOptions options;
   options.stream = stream;
@@ -347,8 +368,16 @@ TEST_F(CudaDecodeDelegate, CallerStreamFastPathAndOwnStream_E1_E3) {
   EXPECT_FALSE(handle_->last_stats().host_synchronized) << "E3: no host sync on the fast path";
   EXPECT_EQ(handle_->last_stats().total_bytes(), 0) << "F2: nothing staged, nothing reflected";
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  const std::vector<float> second = logits();
-  EXPECT_NE(second, own_stream) << "position 1 sees the row written at 0";
+  const std::vector<float> carried = logits();
+  // The same decode on zeroed caches: different, so the row written at 0 was read at 1.
+  const format::BlobMetadata& sig = handle_->signature();
+  for (const format::AliasSpec& alias : sig.aliases) {
+    const TensorView& cache = args_[static_cast<size_t>(format::find_input(sig, alias.input))];
+    ASSERT_EQ(cudaMemset(cache.data(), 0, static_cast<size_t>(*cache.nbytes())), cudaSuccess);
+  }
+  ASSERT_TRUE(handle_->execute(args_, options).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_NE(logits(), carried) << "position 1 must see the row written at position 0";
   cudaStreamDestroy(stream);
 }
 
