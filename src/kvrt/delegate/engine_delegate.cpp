@@ -203,7 +203,7 @@ Status EngineDelegateHandle::plan_routes(std::span<const TensorView> args) {
 
 Status EngineDelegateHandle::bind(std::span<const TensorView> args) {
   for (size_t a = 0; a < args.size(); ++a) {
-    Status status = engine_->set_tensor(binding(a).name, bind_ptrs_[a], args[a].shape());
+    Status status = engine_->set_tensor(engine_index_[a], bind_ptrs_[a], args[a].shape());
     if (!status.ok()) return status.with_context(binding(a).name);
   }
   return Status();

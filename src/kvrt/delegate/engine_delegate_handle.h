@@ -75,6 +75,7 @@ class EngineDelegateHandle final : public DelegateHandle {
   Device device_;
   engine::StreamHandle own_stream_ = nullptr;
   std::vector<int> alias_of_output_;  // per output: aliased input index, or -1
+  std::vector<int> engine_index_;     // per argument: the engine's tensor index
   std::vector<bool> input_is_aliased_;
 
   // Per execute, under mutex_ (D6).

@@ -192,6 +192,11 @@ Result<std::unique_ptr<DelegateHandle>> EngineDelegateHandle::create(
   }
   KVRT_RETURN_IF_ERROR(handle->check_bindings());
   KVRT_RETURN_IF_ERROR(handle->check_aliases());
+  // Names are resolved once here; execute binds by index.
+  for (size_t a = 0; a < handle->num_args(); ++a) {
+    KVRT_ASSIGN_OR_RETURN(int index, handle->engine_->tensor_index(handle->binding(a).name));
+    handle->engine_index_.push_back(index);
+  }
   KVRT_ASSIGN_OR_RETURN(handle->own_stream_, api->create_stream());  // E1
   const size_t args = handle->num_args();
   handle->routes_.assign(args, Route::kDirect);

@@ -75,6 +75,12 @@ class Engine {
   // output, `shape` is the capacity of the storage; enqueue fails before writing
   // anything if the output would not fit.
   virtual Status set_tensor(std::string_view name, void* data, const Shape& shape) = 0;
+  // The same by index (inputs 0..n-1, then outputs n..), resolved once with
+  // tensor_index() so the hot path binds without name lookups. The default forwards to
+  // set_tensor by name; engines override it with a direct binding.
+  virtual Status set_tensor(int index, void* data, const Shape& shape);
+  // The index of tensor `name` for set_tensor(int), or NotFound.
+  Result<int> tensor_index(std::string_view name) const;
   // Runs the subgraph with the bound tensors on `stream` (CPU: synchronously). Every
   // check that can fail (shapes, positions, token ids) happens before the first write,
   // so a failed enqueue leaves outputs and in-place caches untouched.

@@ -64,3 +64,27 @@ Result<std::shared_ptr<SharedState>> WeightProvider::shared_state(
 }
 
 }  // namespace kvrt::engine
+
+namespace kvrt::engine {
+
+Result<int> Engine::tensor_index(std::string_view name) const {
+  const std::span<const TensorInfo> in = inputs(), out = outputs();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].name == name) return static_cast<int>(i);
+  }
+  for (size_t o = 0; o < out.size(); ++o) {
+    if (out[o].name == name) return static_cast<int>(in.size() + o);
+  }
+  return not_found("the engine has no tensor '", name, "'");
+}
+
+Status Engine::set_tensor(int index, void* data, const Shape& shape) {
+  const std::span<const TensorInfo> in = inputs(), out = outputs();
+  const auto i = static_cast<size_t>(index);
+  if (index < 0 || i >= in.size() + out.size()) {
+    return invalid_argument("the engine has no tensor ", index);
+  }
+  return set_tensor(i < in.size() ? in[i].name : out[i - in.size()].name, data, shape);
+}
+
+}  // namespace kvrt::engine

@@ -88,6 +88,7 @@ class CpuEngine final : public Engine {
   std::span<const TensorInfo> outputs() const override { return outputs_; }
   std::optional<std::string> aliased_input(std::string_view output_name) const override;
   Status set_tensor(std::string_view name, void* data, const Shape& shape) override;
+  Status set_tensor(int index, void* data, const Shape& shape) override;
   Status enqueue(StreamHandle stream) override;
   Result<Shape> output_shape(std::string_view name) const override;
 
@@ -313,22 +314,32 @@ std::optional<std::string> CpuEngine::aliased_input(std::string_view output_name
 }
 
 Status CpuEngine::set_tensor(std::string_view name, void* data, const Shape& shape) {
-  auto bind = [&](const TensorInfo& info, Binding& binding, bool is_output) -> Status {
-    KVRT_RETURN_IF_ERROR(check_dims(info, shape, is_output));
-    KVRT_ASSIGN_OR_RETURN(int64_t numel, shape.numel());
-    if (data == nullptr && numel != 0) {
-      return invalid_argument("tensor '", info.name, "' has null storage");
-    }
-    binding = {data, shape, true};
-    return Status();
-  };
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (inputs_[i].name == name) return bind(inputs_[i], input_bindings_[i], false);
+    if (inputs_[i].name == name) return set_tensor(static_cast<int>(i), data, shape);
   }
   for (size_t o = 0; o < outputs_.size(); ++o) {
-    if (outputs_[o].name == name) return bind(outputs_[o], output_bindings_[o], true);
+    if (outputs_[o].name == name) {
+      return set_tensor(static_cast<int>(inputs_.size() + o), data, shape);
+    }
   }
   return not_found("the engine has no tensor named '", name, "'");
+}
+
+Status CpuEngine::set_tensor(int index, void* data, const Shape& shape) {
+  const size_t n = inputs_.size();
+  const auto i = static_cast<size_t>(index);
+  if (index < 0 || i >= n + outputs_.size()) {
+    return invalid_argument("the engine has no tensor ", index);
+  }
+  const bool is_output = i >= n;
+  const TensorInfo& info = is_output ? outputs_[i - n] : inputs_[i];
+  KVRT_RETURN_IF_ERROR(check_dims(info, shape, is_output));
+  KVRT_ASSIGN_OR_RETURN(int64_t numel, shape.numel());
+  if (data == nullptr && numel != 0) {
+    return invalid_argument("tensor '", info.name, "' has null storage");
+  }
+  (is_output ? output_bindings_[i - n] : input_bindings_[i]) = {data, shape, true};
+  return Status();
 }
 
 // Builds the view of every value for the bound inputs: shapes flow through the ops;

@@ -172,32 +172,35 @@ std::optional<std::string> CudaEngine::aliased_input(std::string_view output_nam
 }
 
 Status CudaEngine::set_tensor(std::string_view name, void* data, const Shape& shape) {
-  auto bind = [&](const TensorInfo& info, Binding& binding, bool is_output) -> Status {
-    if (shape.rank() != static_cast<int>(info.shape.size())) {
-      return invalid_argument("tensor '", info.name, "' has rank ", shape.rank(), ", expected ",
-                              info.shape.size());
-    }
-    for (int d = 0; d < shape.rank(); ++d) {
-      const graph::Dim& dim = info.shape[static_cast<size_t>(d)];
-      const bool ok = !dim.is_dynamic() ? shape[d] == dim.size
-                      : is_output       ? shape[d] >= 0
-                                        : shape[d] >= dim.min && shape[d] <= dim.max;
-      if (!ok) {
-        return invalid_argument("tensor '", info.name, "' shape ", shape.to_string(),
-                                " does not fit dim ", d, " of its declared shape");
-      }
-    }
-    if (data == nullptr) return invalid_argument("tensor '", info.name, "' has null storage");
-    binding = {data, shape, true};
-    return Status();
-  };
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (inputs_[i].name == name) return bind(inputs_[i], input_bindings_[i], false);
+  KVRT_ASSIGN_OR_RETURN(int index, tensor_index(name));
+  return set_tensor(index, data, shape);
+}
+
+Status CudaEngine::set_tensor(int index, void* data, const Shape& shape) {
+  const bool is_output = index >= static_cast<int>(inputs_.size());
+  const size_t slot =
+      static_cast<size_t>(is_output ? index - static_cast<int>(inputs_.size()) : index);
+  if (index < 0 || (is_output && slot >= outputs_.size())) {
+    return invalid_argument("the CUDA engine has no tensor ", index);
   }
-  for (size_t o = 0; o < outputs_.size(); ++o) {
-    if (outputs_[o].name == name) return bind(outputs_[o], output_bindings_[o], true);
+  const TensorInfo& info = is_output ? outputs_[slot] : inputs_[slot];
+  if (shape.rank() != static_cast<int>(info.shape.size())) {
+    return invalid_argument("tensor '", info.name, "' has rank ", shape.rank(), ", expected ",
+                            info.shape.size());
   }
-  return not_found("the CUDA engine has no tensor '", name, "'");
+  for (int d = 0; d < shape.rank(); ++d) {
+    const graph::Dim& dim = info.shape[static_cast<size_t>(d)];
+    const bool ok = !dim.is_dynamic() ? shape[d] == dim.size
+                    : is_output       ? shape[d] >= 0
+                                      : shape[d] >= dim.min && shape[d] <= dim.max;
+    if (!ok) {
+      return invalid_argument("tensor '", info.name, "' shape ", shape.to_string(),
+                              " does not fit dim ", d, " of its declared shape");
+    }
+  }
+  if (data == nullptr) return invalid_argument("tensor '", info.name, "' has null storage");
+  (is_output ? output_bindings_[slot] : input_bindings_[slot]) = {data, shape, true};
+  return Status();
 }
 
 Result<Shape> CudaEngine::output_shape(std::string_view name) const {

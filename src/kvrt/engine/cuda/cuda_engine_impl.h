@@ -68,6 +68,7 @@ class CudaEngine final : public Engine {
   std::span<const TensorInfo> outputs() const override { return outputs_; }
   std::optional<std::string> aliased_input(std::string_view output_name) const override;
   Status set_tensor(std::string_view name, void* data, const Shape& shape) override;
+  Status set_tensor(int index, void* data, const Shape& shape) override;
   Status enqueue(StreamHandle stream) override;
   Result<Shape> output_shape(std::string_view name) const override;
 
