@@ -310,7 +310,8 @@ const bool registered = kvrt::cli::register_command(
                       "HF bf16 error figures (default on CUDA: reference_bf16.json beside "
                       "--reference)");
        sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-       sub.add_option("--threads", args->threads, "CPU threads (0: default)");
+       sub.add_option("--threads", args->threads, "CPU threads (0: default)")
+           ->check(CLI::Range(0, 1024));
        sub.add_option("--max-seq", args->max_seq, "cache capacity when exporting a checkpoint");
        sub.add_option("--timing-steps", args->timing_steps, "decode steps to time")
            ->capture_default_str();

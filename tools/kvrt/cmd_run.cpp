@@ -194,7 +194,8 @@ const bool registered = kvrt::cli::register_command(
        sub.add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
        sub.add_option("--device", args->device, "auto, cpu, cuda or cuda:N");
        sub.add_option("--tokenizer", args->tokenizer, "tokenizer.json (or its directory)");
-       sub.add_option("--threads", args->threads, "CPU threads (0 = all cores)");
+       sub.add_option("--threads", args->threads, "CPU threads (0 = all cores)")
+           ->check(CLI::Range(0, 1024));
        sub.add_option("--max-seq", args->max_seq, "Context length when exporting a checkpoint");
        sub.add_flag("--json", args->json, "Print one JSON object: ids, text, timings");
        sub.callback([args] {

@@ -175,8 +175,26 @@ nlohmann::json graphs_json(const MethodGraphs& graphs) {
        {{"prefill", graph::to_json(graphs.prefill)}, {"decode", graph::to_json(graphs.decode)}}}};
 }
 
+// Export never writes into its own input: an output path that is one of the
+// checkpoint's files (weights, configs, tokenizer) would replace the source.
+static Status check_output_is_not_an_input(const ExportOptions& options) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path output = fs::weakly_canonical(options.output_path, error);
+  if (error) return Status();  // the writer reports an unusable path itself
+  for (const auto& entry : fs::directory_iterator(options.checkpoint_dir, error)) {
+    if (fs::weakly_canonical(entry.path(), error) == output && !error) {
+      return invalid_argument("output '", options.output_path, "' is the checkpoint's own file '",
+                              entry.path().filename().string(),
+                              "': export never writes into its input");
+    }
+  }
+  return Status();
+}
+
 Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
   if (options.output_path.empty()) return invalid_argument("no output path (-o)");
+  KVRT_RETURN_IF_ERROR(check_output_is_not_an_input(options));
   KVRT_ASSIGN_OR_RETURN(frontend::Checkpoint checkpoint,
                         frontend::Checkpoint::open(options.checkpoint_dir));
   KVRT_ASSIGN_OR_RETURN(MethodGraphs graphs, build_method_graphs(checkpoint, options));

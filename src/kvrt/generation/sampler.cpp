@@ -51,7 +51,16 @@ class Temperature final : public Sampler {
   std::string_view name() const override { return "temperature"; }
   void apply(Candidates& candidates) override {
     if (temperature_ == 1.0f) return;
-    for (TokenCandidate& c : candidates.items) c.logit /= temperature_;
+    double top = -INFINITY;
+    for (const TokenCandidate& c : candidates.items) top = std::max<double>(top, c.logit);
+    // A tiny temperature overflows logit / T to infinity (and inf - inf is NaN): then
+    // divide the differences from the largest logit instead, which softmax and every
+    // later sampler see as the same distribution.
+    const double t = temperature_;
+    const bool shift = std::isfinite(top) && std::abs(top) / t > 1e37;
+    for (TokenCandidate& c : candidates.items) {
+      c.logit = static_cast<float>(shift ? (c.logit - top) / t : c.logit / t);
+    }
   }
 
  private:

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <system_error>
+
+#include "kvrt/core/log.h"
 
 namespace kvrt::engine::cpu {
 
@@ -9,7 +12,16 @@ ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) {
     num_threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
   }
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < num_threads; ++i) {
+    try {
+      workers_.emplace_back([this, i] { worker_loop(i); });
+    } catch (const std::system_error& error) {
+      // The system gave no more threads: run with those it gave, never throw.
+      log(LogLevel::kWarn, "CPU thread pool: ", num_threads, " threads asked, started ", i, " (",
+          error.what(), ")");
+      break;
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -198,6 +198,22 @@ TEST(ExportRefuses, NonFloatingWeightDtype) {
   expect_refusal(options, out, {"--dtype"});
 }
 
+TEST(ExportRefuses, OutputThatIsOneOfTheCheckpointsFiles) {
+  KVRT_REQUIRE_FIXTURE(dir, "llama_gqa");
+  ScratchDir out;
+  ASSERT_TRUE(copy_checkpoint(dir, out.file("ckpt")).ok());
+  const std::string weights = out.file("ckpt/model.safetensors");
+  const auto before = std::filesystem::file_size(weights);
+  // Spelled through "..", it is still the source's own weights.
+  const Status status =
+      export_checkpoint(options_for(out.file("ckpt"), out.file("ckpt/../ckpt/model.safetensors")))
+          .status();
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument) << status.to_string();
+  EXPECT_NE(status.message().find("never writes into its input"), std::string::npos);
+  EXPECT_EQ(std::filesystem::file_size(weights), before);
+  EXPECT_TRUE(export_checkpoint(options_for(out.file("ckpt"), weights + ".kvrt")).ok());
+}
+
 TEST(ExportRefuses, FailedExportKeepsThePreviousFile) {
   KVRT_REQUIRE_FIXTURE(dir, "llama_gqa");
   ScratchDir out;

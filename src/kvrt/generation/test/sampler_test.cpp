@@ -57,6 +57,19 @@ TEST(Sampler, TemperatureDividesLogits) {
   EXPECT_FLOAT_EQ(candidates.items[1].logit, -2.0f);
 }
 
+// Between about 1e-45 and 1e-38, logit / T overflows a float: the sampler must still
+// pick the largest logit (the limit of a vanishing temperature), for every seed.
+TEST(SamplerChain, TinyTemperatureIsTheLimitOfGreedy) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.5f, -1.0f};
+  for (float temperature : {1e-45f, 1e-40f, 1e-38f}) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      auto chain = SamplerChain::create({.temperature = temperature, .seed = seed});
+      ASSERT_TRUE(chain.ok());
+      EXPECT_EQ(*chain->sample(logits), 1) << "temperature " << temperature << " seed " << seed;
+    }
+  }
+}
+
 TEST(Sampler, RepetitionPenaltyFollowsHuggingFace) {
   auto penalty = make_repetition_penalty(2.0f);
   penalty->accept(0);
