@@ -182,14 +182,20 @@ const bool registered = kvrt::cli::register_command(
        prompt->excludes(ids);
        chat->excludes(ids);
        sub.add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate")
-           ->check(CLI::PositiveNumber);
+           ->check(CLI::Range(1, 1 << 24));
        sub.add_option("--temperature", args->temperature, "0 = greedy")
-           ->check(CLI::NonNegativeNumber);
+           ->check(CLI::Range(0.0, 1e6));
        sub.add_option("--top-k", args->top_k, "Keep the k most likely tokens (0 = off)");
        sub.add_option("--top-p", args->top_p, "Nucleus sampling mass (1 = off)");
        sub.add_option("--min-p", args->min_p, "Minimum probability relative to the best");
        sub.add_option("--repetition-penalty", args->repetition_penalty, "1 = off");
-       sub.add_option("--seed", args->seed, "Random seed for sampling");
+       sub.add_option("--seed", args->seed, "Random seed for sampling")
+           ->check(CLI::Validator(
+               [](std::string& value) {
+                 return value.starts_with("-") ? std::string("must be a non-negative integer")
+                                               : std::string();
+               },
+               "UINT"));
        sub.add_option("--stop", args->stop, "Stop string (repeatable)");
        sub.add_flag("--ignore-eos", args->ignore_eos, "Do not stop at end-of-sequence tokens");
        sub.add_option("--device", args->device, "auto, cpu, cuda or cuda:N");
@@ -198,8 +204,9 @@ const bool registered = kvrt::cli::register_command(
            ->check(CLI::Range(0, 1024));
        sub.add_option("--max-seq", args->max_seq, "Context length when exporting a checkpoint");
        sub.add_flag("--json", args->json, "Print one JSON object: ids, text, timings");
-       sub.callback([args] {
-         if (args->prompt.empty() && args->prompt_ids.empty() && !args->interactive) {
+       sub.callback([args, prompt] {
+         // An empty -p "" is a prompt (generation from BOS), not a missing one.
+         if (prompt->count() == 0 && args->prompt_ids.empty() && !args->interactive) {
            std::fprintf(stderr, "kvrt run: give --prompt, --prompt-ids or --interactive\n");
            kvrt::cli::set_exit_code(2);
            return;

@@ -1,5 +1,6 @@
 #include "kvrt/runtime/memory.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -15,7 +16,9 @@ Result<Allocation> Allocation::create(size_t bytes, engine::DeviceApi* api) {
     KVRT_ASSIGN_OR_RETURN(void* ptr, api->allocate(bytes));
     allocation.data_ = static_cast<std::byte*>(ptr);
   } else {
-    // 64-byte aligned, like planned offsets (kPlanAlignment).
+    // 64-byte aligned, like planned offsets (kPlanAlignment). A size from a file near
+    // 2^64 must not wrap to a small allocation when rounded up.
+    if (bytes > SIZE_MAX - 63) return allocation_failed("host allocation of ", bytes, " bytes");
     const size_t rounded = (bytes + 63) / 64 * 64;
     allocation.data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
     if (allocation.data_ == nullptr)

@@ -99,4 +99,30 @@ TEST(KvrtCli, MissingModelIsAOneLineError) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
 }
 
+// Bad values are refused with the range in words, never a 309-digit bound, and nothing
+// negative slips into an unsigned seed.
+TEST(KvrtCli, OutOfRangeFlagsSayTheirRange) {
+  const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_range.err";
+  std::string model = "'";
+  model.append(source_dir()).append("/models/fortune-llama'");
+  for (const char* flags : {"-n 0", "--seed -1", "--threads -1", "--threads 100000"}) {
+    std::string args = "run ";  // appended, not chained: gcc 12 warns on the chain
+    args.append(model).append(" --prompt hi ").append(flags);
+    const Output output = run_cli(args, err);
+    EXPECT_NE(output.exit_code, 0) << flags;
+    std::ifstream in(err);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_LT(text.size(), 200u) << flags << ": " << text;
+  }
+}
+
+// -p "" is an empty prompt, which generates from BOS; not a missing prompt.
+TEST(KvrtCli, EmptyPromptIsAPrompt) {
+  const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_empty.err";
+  const Output output = run_cli(
+      "run '" + source_dir() + "/models/fortune-llama' --device cpu -p '' -n 4 --json", err);
+  EXPECT_EQ(output.exit_code, 0) << output.text;
+  EXPECT_NE(output.text.find("\"ids\""), std::string::npos) << output.text;
+}
+
 }  // namespace

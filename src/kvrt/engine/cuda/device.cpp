@@ -29,7 +29,11 @@ bool cuda_device_available(std::string* why) {
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
     (void)cudaGetLastError();  // clear it: callers go on without a device
-    return say(std::string("no CUDA device: ") + cudaGetErrorName(error) + " (" +
+    // Without a GPU the runtime reports a driver "too old" for it: say what it means.
+    const char* meaning = error == cudaErrorInsufficientDriver ? "no usable NVIDIA driver, "
+                          : error == cudaErrorNoDevice         ? "no device, "
+                                                               : "";
+    return say(std::string("no CUDA device: ") + meaning + cudaGetErrorName(error) + " (" +
                cudaGetErrorString(error) + ")");
   }
   if (count == 0) return say("no CUDA device: the driver reports none");

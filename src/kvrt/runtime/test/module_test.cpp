@@ -233,6 +233,15 @@ TEST_F(ModuleTest, RejectedInputsChangeNothing) {
   EXPECT_EQ(copy(*after), copy(*expected));
 }
 
+// A size near 2^64 (a memory plan from a hostile file) is refused, never rounded up
+// into a small allocation that zeroing would overrun.
+TEST(Allocation, SizeNear2To64IsRefusedNotWrapped) {
+  for (size_t bytes : {SIZE_MAX, SIZE_MAX - 10, SIZE_MAX - 63}) {
+    Result<Allocation> allocation = Allocation::create(bytes, nullptr);
+    EXPECT_EQ(allocation.status().code(), ErrorCode::kMemoryAllocationFailed) << bytes;
+  }
+}
+
 TEST_F(ModuleTest, ModuleModelServesTheGenerationLoop) {
   std::unique_ptr<Module> module = load();
   ASSERT_TRUE(module);
