@@ -40,6 +40,11 @@ struct LoadOptions {
   std::function<void(std::string_view stage, uint64_t done, uint64_t total)> progress;
 };
 
+// Thread safety: one Llm is one sequence. generate(), generate_ids() and reset() from
+// several threads are serialized (each call runs whole, in turn, continuing the same
+// sequence); request_stop() may be called from any thread at any time. A token callback
+// must not call back into its Llm other than request_stop() (it would wait on itself).
+// For independent sequences use one Llm per thread.
 class Llm {
  public:
   // path: a Hugging Face checkpoint directory (exported on first use, then cached) or

@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <sstream>
 #include <system_error>
 
@@ -24,6 +25,7 @@ struct Llm::State {
   std::optional<Tokenizer> tokenizer;
   std::unique_ptr<Generator> generator;
   std::vector<int32_t> eos_ids;
+  std::mutex mutex;  // serializes generate/reset: one Llm is one sequence
 };
 
 namespace {
@@ -181,28 +183,50 @@ Result<std::string> Llm::decode(std::span<const int32_t> ids) const {
   return state_->tokenizer->decode(ids, /*skip_special_tokens=*/true);
 }
 
+namespace {
+
+// generate_ids' body; the caller holds the Llm's mutex.
+Result<GenerationResult> generate_locked(Llm::State& state, std::span<const int32_t> prompt_ids,
+                                         const GenerateOptions& options,
+                                         const TokenCallback& on_text);
+
+}  // namespace
+
 Result<GenerationResult> Llm::generate(std::string_view prompt, const GenerateOptions& options,
                                        const TokenCallback& on_text) {
+  std::lock_guard lock(state_->mutex);  // one sequence: calls are serialized
   // BOS only at the start of a sequence; later chat turns continue it.
   KVRT_ASSIGN_OR_RETURN(auto ids, encode(prompt, state_->generator->position() == 0));
-  return generate_ids(ids, options, on_text);
+  return generate_locked(*state_, ids, options, on_text);
 }
 
 Result<GenerationResult> Llm::generate_ids(std::span<const int32_t> prompt_ids,
                                            const GenerateOptions& options,
                                            const TokenCallback& on_text) {
+  std::lock_guard lock(state_->mutex);
+  return generate_locked(*state_, prompt_ids, options, on_text);
+}
+
+namespace {
+
+Result<GenerationResult> generate_locked(Llm::State& state, std::span<const int32_t> prompt_ids,
+                                         const GenerateOptions& options,
+                                         const TokenCallback& on_text) {
   if (options.eos_ids.empty() && !options.ignore_eos) {
     GenerateOptions with_eos = options;
-    with_eos.eos_ids = state_->eos_ids;
-    return state_->generator->generate(prompt_ids, with_eos, on_text);
+    with_eos.eos_ids = state.eos_ids;
+    return state.generator->generate(prompt_ids, with_eos, on_text);
   }
-  return state_->generator->generate(prompt_ids, options, on_text);
+  return state.generator->generate(prompt_ids, options, on_text);
 }
+
+}  // namespace
 
 void Llm::request_stop() {
   state_->generator->request_stop();
 }
 Status Llm::reset() {
+  std::lock_guard lock(state_->mutex);
   return state_->generator->reset();
 }
 bool Llm::has_tokenizer() const {

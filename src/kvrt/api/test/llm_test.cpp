@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvrt/api/kvrt.h"
@@ -113,6 +114,32 @@ TEST_F(LlmTest, ResetStartsANewSequence) {
   auto again = (*llm)->generate_ids(prompt, greedy(6));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(first->ids, again->ids);
+}
+
+// Two threads on one Llm: the calls are serialized, so the outcome is one of the two
+// sequential orders, never an interleaving.
+TEST_F(LlmTest, ConcurrentCallsOnOneLlmAreSerialized) {
+  const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no fixture";
+  auto llm = Llm::load(dir.string(), cpu_options());
+  ASSERT_TRUE(llm.ok());
+  const std::vector<int32_t> a = {5, 6, 7}, b = {9, 3};
+  auto sequential = [&](const std::vector<int32_t>& first, const std::vector<int32_t>& second) {
+    EXPECT_TRUE((*llm)->reset().ok());
+    auto r1 = (*llm)->generate_ids(first, greedy(8));
+    auto r2 = (*llm)->generate_ids(second, greedy(8));
+    return std::make_pair(r1->ids, r2->ids);
+  };
+  const auto ab = sequential(a, b), ba = sequential(b, a);
+  ASSERT_TRUE((*llm)->reset().ok());
+  std::vector<int32_t> got_a, got_b;
+  std::thread ta([&] { got_a = (*llm)->generate_ids(a, greedy(8))->ids; });
+  std::thread tb([&] { got_b = (*llm)->generate_ids(b, greedy(8))->ids; });
+  ta.join();
+  tb.join();
+  const bool a_first = got_a == ab.first && got_b == ab.second;
+  const bool b_first = got_b == ba.first && got_a == ba.second;
+  EXPECT_TRUE(a_first || b_first);
 }
 
 TEST_F(LlmTest, MissingModelIsNotFound) {

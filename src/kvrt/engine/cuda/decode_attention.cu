@@ -380,7 +380,7 @@ Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t st
 // with them (one block per SM), else 4: Llama-3.2-3B and Llama-3.1-8B at 4096
 // keys 9.1-9.2 -> 8.2-8.3 us, Qwen2.5-1.5B's two kv heads 10.7 -> 6.8 (its decode step
 // 10% faster); at 32768 keys the 8-warp grid of eight kv heads took two waves, 37 -> 41
-// us, so those keep 4 warps (docs/kernels-notes.md, *Other models*).
+// us, so those keep 4 warps (docs/kernels-notes.md).
 template <int kDim>
 Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
   const dim3 grid(p.splits, op.kv_heads * p.head_groups);
@@ -410,7 +410,7 @@ Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq) {
   // least a quarter of the multiprocessors busy whatever the head count. Beyond 16k keys
   // also about a block per multiprocessor, in whole batches of the merge's 16 splits:
   // with two kv heads (Qwen2.5) 64 splits at 32768 keys rather than 32, 14.2 -> 11.1 us
-  // and 26.8 -> 21.4 (docs/kernels-notes.md, *Other models*).
+  // and 26.8 -> 21.4 (docs/kernels-notes.md).
   // The quarter of the SMs in whole batches of the merge's 16 splits: a 17th split costs
   // the last block a second trip for its partials (two kv heads: 17 splits -> 16).
   int quarter = ceil_div(sms, 4 * blocks_per_split);

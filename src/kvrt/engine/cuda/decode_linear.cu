@@ -155,7 +155,7 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
     // 8.9 -> 7.4 us; Qwen2.5-1.5B's 1536-key slots, 6 deep, -1.5%; Llama-3.2-3B a tie).
     // Not at two blocks per SM: Qwen2.5-0.5B's 2 and 4 tokens were 1-2% slower 7 deep
     // (Qwen2.5-1.5B's 3% faster 4 deep), and one token's step 1.1% slower for
-    // Llama-3.2-3B (docs/kernels-notes.md, *Other models*).
+    // Llama-3.2-3B (docs/kernels-notes.md).
     if (t.blocks_per_sm == 1) {
       t.stages = std::min(kMaxStages, ceil_div(t.stages * 2048, slot_keys_for(in)));
     }
