@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace kvrt {
 namespace {
@@ -59,7 +60,10 @@ class Temperature final : public Sampler {
     const double t = temperature_;
     const bool shift = std::isfinite(top) && std::abs(top) / t > 1e37;
     for (TokenCandidate& c : candidates.items) {
-      c.logit = static_cast<float>(shift ? (c.logit - top) / t : c.logit / t);
+      const double scaled = shift ? (c.logit - top) / t : c.logit / t;
+      // Far below the top a logit is -inf (probability 0); the cast must not overflow.
+      c.logit =
+          scaled < -std::numeric_limits<float>::max() ? -INFINITY : static_cast<float>(scaled);
     }
   }
 
