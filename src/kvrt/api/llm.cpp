@@ -111,12 +111,23 @@ Result<std::string> export_if_checkpoint(const std::string& path, const LoadOpti
   return cached.string();
 }
 
+// tokenizer.json: the option, else the checkpoint directory, else beside the program
+// file, else in the checkpoint the program was exported from (recorded in the file).
 std::optional<std::string> find_tokenizer(const std::string& model_path,
                                           const std::string& program_path,
+                                          const runtime::Module& module,
                                           const LoadOptions& options) {
   if (!options.tokenizer_path.empty()) return options.tokenizer_path;
+  std::vector<fs::path> dirs = {fs::path(model_path)};
+  const fs::path beside = fs::path(program_path).parent_path();
+  dirs.push_back(beside.empty() ? fs::path(".") : beside);  // "model.kvrt" is in "."
+  const nlohmann::json& producer = module.program().spec().producer;
+  auto source = producer.find("checkpoint_dir");
+  if (source != producer.end() && source->is_string()) {
+    dirs.push_back(source->get<std::string>());
+  }
   std::error_code error;
-  for (const fs::path& dir : {fs::path(model_path), fs::path(program_path).parent_path()}) {
+  for (const fs::path& dir : dirs) {
     if (fs::is_directory(dir, error) && fs::exists(dir / "tokenizer.json", error)) {
       return (dir / "tokenizer.json").string();
     }
@@ -162,7 +173,7 @@ Result<std::unique_ptr<Llm>> Llm::load(const std::string& path, const LoadOption
   if (options.progress) options.progress("load", 0, 1);
   KVRT_ASSIGN_OR_RETURN(auto module, runtime::Module::load(state->program_path, module_options));
   if (options.progress) options.progress("load", 1, 1);
-  if (auto tokenizer_path = find_tokenizer(path, state->program_path, options)) {
+  if (auto tokenizer_path = find_tokenizer(path, state->program_path, *module, options)) {
     KVRT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(*tokenizer_path));
     state->tokenizer = std::move(tokenizer);
   }

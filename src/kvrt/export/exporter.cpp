@@ -112,6 +112,8 @@ nlohmann::json producer_json(const frontend::Checkpoint& checkpoint, const Expor
   }
   return {{"tool", "kvrt export"},
           {"checkpoint", std::filesystem::path(checkpoint.dir()).filename().string()},
+          // Where the program came from, so its tokenizer can be found from anywhere.
+          {"checkpoint_dir", std::filesystem::weakly_canonical(checkpoint.dir()).string()},
           {"architecture", frontend::architecture_name(config.architecture)},
           {"vocab_size", config.vocab_size},
           {"num_hidden_layers", config.num_hidden_layers},

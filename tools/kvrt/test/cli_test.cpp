@@ -116,6 +116,34 @@ TEST(KvrtCli, OutOfRangeFlagsSayTheirRange) {
   }
 }
 
+// The README's program-file workflow: export, then run the file by a bare relative
+// name from its own directory, which holds no tokenizer.json; the tokenizer comes from
+// the checkpoint the file records.
+TEST(KvrtCli, ProgramFileByBareNameFindsItsTokenizer) {
+  const fs::path dir = fs::temp_directory_path() / "kvrt_cli_test_program";
+  fs::create_directories(dir);
+  const fs::path err = dir / "err.txt";
+  std::string model = "'";
+  model.append(source_dir()).append("/models/fortune-llama'");
+  std::string export_args = "export ";
+  export_args.append(model).append(" -q -o '").append((dir / "model.kvrt").string()).append("'");
+  ASSERT_EQ(run_cli(export_args, err).exit_code, 0);
+  std::string run_args = "run model.kvrt --device cpu --prompt hi -n 4 --json";
+  const std::string command = "cd '" + dir.string() + "' && '" KVRT_CLI_PATH "' " + run_args;
+  FILE* pipe = popen((command + " 2>'" + err.string() + "'").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string text;
+  std::array<char, 4096> buffer{};
+  for (size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) {
+    text.append(buffer.data(), n);
+  }
+  EXPECT_EQ(WEXITSTATUS(pclose(pipe)), 0) << text;
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_TRUE(json.is_object()) << text;
+  EXPECT_FALSE(json.value("text", std::string()).empty()) << text;
+  fs::remove_all(dir);
+}
+
 // -p "" is an empty prompt, which generates from BOS; not a missing prompt.
 TEST(KvrtCli, EmptyPromptIsAPrompt) {
   const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_empty.err";
