@@ -73,6 +73,14 @@ Result<std::string> checkpoint_cache_key(const fs::path& dir, const LoadOptions&
   return hex.str();
 }
 
+// The directory's own name, also when spelled with a trailing slash ("dir/").
+std::string checkpoint_name(const std::string& path) {
+  fs::path normal = fs::path(path).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  const std::string name = normal.filename().string();
+  return name.empty() || name == "." || name == ".." ? "model" : name;
+}
+
 // The KV cache dtype of programs exported for `device`: the CUDA engine keeps it in
 // bf16; the CPU reference in f32.
 DType cache_dtype_for(Device device) {
@@ -89,8 +97,7 @@ Result<std::string> export_if_checkpoint(const std::string& path, const LoadOpti
   KVRT_ASSIGN_OR_RETURN(std::string key,
                         checkpoint_cache_key(path, options, cache_dtype_for(device)));
   const fs::path cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
-  const fs::path cached =
-      cache_dir / (fs::path(path).lexically_normal().filename().string() + "-" + key + ".kvrt");
+  const fs::path cached = cache_dir / (checkpoint_name(path) + "-" + key + ".kvrt");
   if (fs::exists(cached, error)) return cached.string();
   fs::create_directories(cache_dir, error);
   if (error) {

@@ -142,6 +142,16 @@ TEST_F(LlmTest, ConcurrentCallsOnOneLlmAreSerialized) {
   EXPECT_TRUE(a_first || b_first);
 }
 
+// "dir/" names its cached program after the directory, like "dir".
+TEST_F(LlmTest, TrailingSlashNamesTheCacheFileAfterTheDirectory) {
+  const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no fixture";
+  auto llm = Llm::load(dir.string() + "/", cpu_options());
+  ASSERT_TRUE(llm.ok()) << llm.status().to_string();
+  EXPECT_TRUE(fs::path((*llm)->program_path()).filename().string().starts_with("llama_gqa-"))
+      << (*llm)->program_path();
+}
+
 TEST_F(LlmTest, MissingModelIsNotFound) {
   auto llm = Llm::load("/nonexistent/kvrt-model", cpu_options());
   ASSERT_FALSE(llm.ok());
