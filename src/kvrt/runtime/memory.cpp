@@ -18,7 +18,8 @@ Result<Allocation> Allocation::create(size_t bytes, engine::DeviceApi* api) {
   } else {
     // 64-byte aligned, like planned offsets (kPlanAlignment). A size from a file near
     // 2^64 must not wrap to a small allocation when rounded up.
-    if (bytes > SIZE_MAX - 63) return allocation_failed("host allocation of ", bytes, " bytes");
+    // Beyond half the address space no allocator can succeed (and a sanitizer's aborts).
+    if (bytes > SIZE_MAX / 2) return allocation_failed("host allocation of ", bytes, " bytes");
     const size_t rounded = (bytes + 63) / 64 * 64;
     allocation.data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
     if (allocation.data_ == nullptr)
