@@ -13,14 +13,6 @@
 
 namespace kvrt::engine {
 
-bool cuda_engine_built() {
-#if KVRT_HAS_CUDA_ENGINE
-  return true;
-#else
-  return false;
-#endif
-}
-
 Status register_builtin_targets() {
   static std::once_flag once;
   static Status status;

@@ -14,9 +14,6 @@ namespace kvrt::engine {
 // Registers the built-in targets (idempotent, thread-safe).
 Status register_builtin_targets();
 
-// Whether this build has the CUDA engine.
-bool cuda_engine_built();
-
 // "auto": cuda:0 when the CUDA engine is built and a device that runs its kernels is
 // present, else cpu; anything else is parsed ("cpu", "cuda", "cuda:N"). `why` (if
 // given) says which was chosen and why, e.g. "cpu (no CUDA device: ...)".
