@@ -32,7 +32,7 @@ namespace {
 
 // kvrt's own version goes into the cache key so that a new exporter never reuses a
 // program written by an older one.
-constexpr std::string_view kCacheKeyVersion = "kvrt-0.1.0-program-1";
+constexpr std::string_view kCacheKeyVersion = "kvrt-0.1.0-program-2";  // 2: next_token
 
 std::string default_cache_dir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {

@@ -80,6 +80,11 @@ class LlamaBuilder {
     ValueId logits = w_.node("lm_head", "linear", {x, w_.param(head)},
                              {Dim::fixed(1), Dim::fixed(c_.vocab_size)}, json::object(), "logits");
     w_.graph().outputs.push_back(logits);
+    // The greedy choice, made where the logits are: on a device only its id needs to
+    // reach the host, and the next decode step can read it where it lies.
+    ValueId next = w_.node("next_token", "argmax", {logits}, {Dim::fixed(1), Dim::fixed(1)},
+                           json::object(), "next_token", DType::kI32);
+    w_.graph().outputs.push_back(next);
     return std::move(w_.graph());
   }
 

@@ -300,8 +300,9 @@ class MethodBuilder {
         return not_supported("method '", method().name, "': output '", value.name,
                              "' must be computed by a node, not a buffer, input or weight");
       }
+      // An output stays where its producer wrote it: on a device the caller decides
+      // what crosses to the host (the next token's id, or the logits when sampling).
       KVRT_ASSIGN_OR_RETURN(ValueIndex v, use(g, "method outputs"));
-      host_touched_[static_cast<size_t>(v)] = true;  // returned to the caller on the host
       method().outputs.push_back(v);
     }
     for (const graph::BufferMutation& mutation : graph_.mutations) {

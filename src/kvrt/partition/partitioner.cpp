@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kKnownOps[] = {"embedding",      "rms_norm",  "linear",   "rope",
                                           "kv_cache_write", "attention", "silu_mul", "add",
-                                          "take_last"};
+                                          "take_last",      "argmax"};
 
 }  // namespace
 

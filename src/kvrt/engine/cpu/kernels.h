@@ -71,5 +71,8 @@ void attention(const float* q, int64_t T, const void* k_cache, const void* v_cac
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 // out[i] = a[i] + b[i].
 void add(const float* a, const float* b, int64_t n, float* out);
+// out[r] = the index of row r's largest logit; ties go to the lowest index and NaN
+// counts as the largest value, as torch.argmax (and the CUDA engine) decide.
+void argmax_rows(const float* logits, int64_t rows, int64_t width, int32_t* out);
 
 }  // namespace kvrt::engine::cpu::kernels

@@ -195,4 +195,15 @@ void add(const float* a, const float* b, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+void argmax_rows(const float* logits, int64_t rows, int64_t width, int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * width;
+    int64_t best = 0;
+    for (int64_t i = 1; i < width && !std::isnan(row[best]); ++i) {
+      if (std::isnan(row[i]) || row[i] > row[best]) best = i;
+    }
+    out[r] = static_cast<int32_t>(best);
+  }
+}
+
 }  // namespace kvrt::engine::cpu::kernels

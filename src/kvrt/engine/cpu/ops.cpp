@@ -21,6 +21,7 @@ constexpr OpName kOpNames[] = {
     {"silu_mul", OpKind::kSiluMul},
     {"add", OpKind::kAdd},
     {"take_last", OpKind::kTakeLast},
+    {"argmax", OpKind::kArgmax},
 };
 
 Result<double> number_attr(const nlohmann::json& attrs, std::string_view node, const char* key) {
@@ -103,6 +104,7 @@ bool op_arity_ok(OpKind kind, size_t num_inputs, size_t num_outputs) {
     case OpKind::kAttention:
       return num_inputs == 4;
     case OpKind::kTakeLast:
+    case OpKind::kArgmax:
       return num_inputs == 1;
   }
   return false;

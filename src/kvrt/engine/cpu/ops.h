@@ -28,6 +28,7 @@ enum class OpKind : uint8_t {
   kSiluMul,
   kAdd,
   kTakeLast,
+  kArgmax,
 };
 
 Result<OpKind> parse_op_kind(std::string_view op);

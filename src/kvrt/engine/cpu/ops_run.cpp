@@ -133,6 +133,10 @@ Result<TensorType> infer_output(const PreparedOp& op, std::span<const TensorType
       KVRT_RETURN_IF_ERROR(expect(op, in[0], "x", f32_0, "f32", 2));
       return TensorType{DType::kF32, Shape{1, in[0].shape[1]}};
     }
+    case OpKind::kArgmax: {
+      KVRT_RETURN_IF_ERROR(expect(op, in[0], "logits", f32_0, "f32", 2));
+      return TensorType{DType::kI32, Shape{in[0].shape[0], 1}};
+    }
   }
   return shape_error(op, "unhandled op");
 }
@@ -191,6 +195,9 @@ Status check_op(const PreparedOp& op, std::span<const TensorView> inputs,
     case OpKind::kTakeLast:
       if (inputs[0].dim(0) < 1) return shape_error(op, "x has no rows");
       return Status();
+    case OpKind::kArgmax:
+      if (inputs[0].dim(1) < 1) return shape_error(op, "logits have no columns");
+      return Status();
     default:
       return Status();
   }
@@ -246,6 +253,9 @@ void run_op(const PreparedOp& op, std::span<const TensorView> in,
       std::copy(src, src + width, y);
       return;
     }
+    case OpKind::kArgmax:
+      kernels::argmax_rows(f32(0), in[0].dim(0), in[0].dim(1), out.data_as<int32_t>());
+      return;
   }
 }
 

@@ -143,6 +143,10 @@ Status CudaEngine::plan_memory() {
   const size_t gate_up_at = memory_.reserve(c * 2 * inter * 2);
   const size_t p_act_at = memory_.reserve(c * inter * 2);
   const size_t positions_at = memory_.reserve(c * sizeof(int32_t));
+  if (p.next_token_output >= 0) {
+    argmax_workspace_bytes_ = argmax_workspace_bytes(1, static_cast<int>(p.vocab));
+  }
+  const size_t argmax_at = memory_.reserve(argmax_workspace_bytes_);
   KVRT_RETURN_IF_ERROR(memory_.commit());  // zeroed: the attention counters start at 0
 
   inv_freq_ = reinterpret_cast<float*>(memory_.at(inv_freq));
@@ -156,6 +160,7 @@ Status CudaEngine::plan_memory() {
   x_ = bf(x_at), normed_ = bf(normed_at), p_qkv_ = bf(p_qkv_at), p_attn_ = bf(p_attn_at);
   gate_up_ = bf(gate_up_at), p_act_ = bf(p_act_at);
   positions_ = reinterpret_cast<int32_t*>(memory_.at(positions_at));
+  argmax_workspace_ = memory_.at(argmax_at);
   if (prefill) {
     KVRT_ASSIGN_OR_RETURN(gemm_, PrefillLinear::create());
   }
@@ -207,6 +212,7 @@ Result<Shape> CudaEngine::output_shape(std::string_view name) const {
   for (size_t o = 0; o < outputs_.size(); ++o) {
     if (outputs_[o].name != name) continue;
     if (static_cast<int>(o) == plan_.logits_output) return Shape{1, plan_.vocab};
+    if (static_cast<int>(o) == plan_.next_token_output) return Shape{1, 1};
     return Shape{plan_.kv_heads, plan_.max_seq, plan_.head_dim};
   }
   return not_found("the CUDA engine has no output '", name, "'");
@@ -252,6 +258,10 @@ const int32_t* CudaEngine::position_ptr() const {
 }
 float* CudaEngine::logits_ptr() const {
   return static_cast<float*>(output_bindings_[static_cast<size_t>(plan_.logits_output)].data);
+}
+int32_t* CudaEngine::next_token_ptr() const {
+  if (plan_.next_token_output < 0) return nullptr;
+  return static_cast<int32_t*>(output_bindings_[static_cast<size_t>(plan_.next_token_output)].data);
 }
 bf16* CudaEngine::cache(int input) const {
   return static_cast<bf16*>(input_bindings_[static_cast<size_t>(input)].data);

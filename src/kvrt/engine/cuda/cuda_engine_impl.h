@@ -70,6 +70,8 @@ class CudaEngine final : public Engine {
   Status set_tensor(std::string_view name, void* data, const Shape& shape) override;
   Status set_tensor(int index, void* data, const Shape& shape) override;
   Status enqueue(StreamHandle stream) override;
+  // Captured graphs and prefill launches carry their pointers; bindings are host-only.
+  bool enqueue_snapshots_bindings() const override { return true; }
   Result<Shape> output_shape(std::string_view name) const override;
 
   CudaEngine() = default;
@@ -81,6 +83,7 @@ class CudaEngine final : public Engine {
   const int32_t* tokens_ptr() const;
   const int32_t* position_ptr() const;
   float* logits_ptr() const;
+  int32_t* next_token_ptr() const;  // null when the graph makes no greedy choice
   bf16* cache(int input) const;
 
   // cuda_engine_run.cpp
@@ -92,6 +95,8 @@ class CudaEngine final : public Engine {
   Status run_decode(cudaStream_t stream);   // replays (or captures) decode_step
   Status run_prefill(int64_t tokens, cudaStream_t stream);
   Status prefill_chunk(int offset, int count, bool last, cudaStream_t stream);
+  // Norm + LM head of hidden row `x` into the logits, then their argmax when bound.
+  Status head(const bf16* x, cudaStream_t stream);
 
   Device device_;
   DecoderPlan plan_;
@@ -116,6 +121,8 @@ class CudaEngine final : public Engine {
   bf16 *x_ = nullptr, *normed_ = nullptr, *p_qkv_ = nullptr, *p_attn_ = nullptr;
   bf16 *gate_up_ = nullptr, *p_act_ = nullptr;
   int32_t* positions_ = nullptr;
+  void* argmax_workspace_ = nullptr;
+  size_t argmax_workspace_bytes_ = 0;
   std::unique_ptr<PrefillLinear> gemm_;
 
   std::vector<CapturedStep> captured_;  // most recent last

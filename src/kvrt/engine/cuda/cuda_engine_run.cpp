@@ -1,6 +1,6 @@
 // The CUDA engine's launches. Decode (one token) is the kernel library's fused step:
 // norm+q/k/v GEMV, attention with rope and the cache write fused, o_proj+residual,
-// norm+gate/up+SwiGLU, down+residual, norm+LM head; captured once per set of bound
+// norm+gate/up+SwiGLU, down+residual, norm+LM head (+argmax); captured once per set of bound
 // pointers in a CUDA graph and replayed. Prefill runs chunks of up to chunk_ tokens
 // through cuBLASLt linears, rope_kv_write and the prefill attention kernel.
 #include <algorithm>
@@ -127,15 +127,22 @@ Status CudaEngine::decode_step(cudaStream_t stream) {
     down.output = h_;
     KVRT_RETURN_IF_ERROR(decode_linear(down, stream));
   }
-  DecodeLinear head;
-  head.weight = lm_head_;
-  head.input = h_;
-  head.rows = static_cast<int>(p.vocab);
-  head.in = hidden;
-  head.norm_weight = final_norm_;
-  head.norm_eps = p.final_norm_eps;
-  head.output_f32 = logits_ptr();
-  return decode_linear(head, stream);
+  return head(h_, stream);
+}
+
+Status CudaEngine::head(const bf16* x, cudaStream_t stream) {
+  DecodeLinear lm_head;
+  lm_head.weight = lm_head_;
+  lm_head.input = x;
+  lm_head.rows = static_cast<int>(plan_.vocab);
+  lm_head.in = static_cast<int>(plan_.hidden);
+  lm_head.norm_weight = final_norm_;
+  lm_head.norm_eps = plan_.final_norm_eps;
+  lm_head.output_f32 = logits_ptr();
+  KVRT_RETURN_IF_ERROR(decode_linear(lm_head, stream));
+  if (next_token_ptr() == nullptr) return Status();
+  return argmax(logits_ptr(), 1, static_cast<int>(plan_.vocab), argmax_workspace_,
+                argmax_workspace_bytes_, next_token_ptr(), stream);
 }
 
 Status CudaEngine::run_decode(cudaStream_t stream) {
@@ -237,15 +244,7 @@ Status CudaEngine::prefill_chunk(int offset, int count, bool last, cudaStream_t 
         gemm_->run(w.down, p_act_, count, hidden, inter, x_, x_, stream, w.down_bias));
   }
   if (!last) return Status();
-  DecodeLinear head;
-  head.weight = lm_head_;
-  head.input = x_ + static_cast<size_t>(count - 1) * hidden;
-  head.rows = static_cast<int>(p.vocab);
-  head.in = hidden;
-  head.norm_weight = final_norm_;
-  head.norm_eps = p.final_norm_eps;
-  head.output_f32 = logits_ptr();
-  return decode_linear(head, stream);
+  return head(x_ + static_cast<size_t>(count - 1) * hidden, stream);
 }
 
 }  // namespace kvrt::engine::cuda::detail

@@ -352,11 +352,23 @@ Result<DecoderPlan> Matcher::run() {
   if (plan.logits_output < 0 || value(logits).dtype != DType::kF32) {
     return refuse(g_.nodes[head], "its f32 logits must be a partition output");
   }
+  // The greedy choice, when the graph makes it: argmax of the logits into i32 [1, 1].
+  const std::vector<size_t> choices = consumers_with_op(logits, "argmax");
+  if (choices.size() > 1) return refuse(g_.nodes[choices[1]], "a second argmax of the logits");
+  if (choices.size() == 1) {
+    const ValueId chosen = g_.nodes[choices[0]].outputs[0];
+    plan.next_token_output = output_index(chosen);
+    if (plan.next_token_output < 0 || value(chosen).dtype != DType::kI32) {
+      return refuse(g_.nodes[choices[0]], "its i32 token must be a partition output");
+    }
+    matched_[choices[0]] = true;
+  }
   for (size_t n = 0; n < g_.nodes.size(); ++n) {
     if (!matched_[n]) return refuse(g_.nodes[n], "this node is outside it");
   }
-  if (outputs_.size() != 1 + 2 * plan.layers.size()) {
-    return not_supported("the partition has outputs beyond the logits and the updated caches");
+  if (outputs_.size() != 1 + (plan.next_token_output >= 0) + 2 * plan.layers.size()) {
+    return not_supported(
+        "the partition has outputs beyond the logits, the next token and the updated caches");
   }
   if (plan.layers.empty()) return not_supported("the partition has no decoder layer");
 

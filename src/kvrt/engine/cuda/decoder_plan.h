@@ -6,6 +6,7 @@
 //   embedding ─► per layer: rms_norm ─► q,k,v linear (+bias) ─► rope q,k ─►
 //   kv_cache_write k,v ─► attention ─► o linear ─► add ─► rms_norm ─► gate,up linear ─►
 //   silu_mul ─► down linear ─► add  ─►  rms_norm ─► take_last ─► lm_head linear
+//   (─► argmax: the greedy next token, optional)
 //
 // Anything else (another op, a node outside the pattern, a dtype or shape the kernels
 // do not run) is NotSupported naming the node or value, never run wrong.
@@ -47,6 +48,7 @@ struct DecoderPlan {
   std::vector<LayerPlan> layers;
   int tokens_input = -1, position_input = -1;  // engine input index
   int logits_output = -1;                      // engine output index
+  int next_token_output = -1;                  // engine output index; -1: no argmax
 };
 
 // Head dims the fast attention kernels (decode_attention, prefill_attention) are built

@@ -38,7 +38,7 @@ TEST(Checkpoint, OpensASingleFileCheckpointAndBuildsBothMethods) {
   for (MethodKind method : {MethodKind::kPrefill, MethodKind::kDecode}) {
     auto graph = checkpoint->build_graph({method, 128, 0});
     ASSERT_TRUE(graph.ok()) << graph.status().to_string();
-    EXPECT_EQ(graph->nodes.size(), 1u + 17u * 2u + 3u);
+    EXPECT_EQ(graph->nodes.size(), 1u + 17u * 2u + 4u);
   }
   // The exporter's walk: every tensor with its bytes.
   size_t total = 0;

@@ -50,7 +50,7 @@ TEST_P(FixtureTest, OpensAndBuildsPrefillAndDecode) {
     auto graph = checkpoint->build_graph({method, 64, 0});
     ASSERT_TRUE(graph.ok()) << method_name(method) << ": " << graph.status().to_string();
     EXPECT_TRUE(graph->validate().ok());
-    EXPECT_EQ(graph->nodes.size(), static_cast<size_t>(1 + 17 * want.layers + 3));
+    EXPECT_EQ(graph->nodes.size(), static_cast<size_t>(1 + 17 * want.layers + 4));
     EXPECT_EQ(graph->mutations.size(), static_cast<size_t>(2 * want.layers));
   }
   EXPECT_TRUE(std::filesystem::exists(dir + "/reference.json"));

@@ -64,7 +64,7 @@ TEST(LlamaGraph, TinyLlamaPrefillHasTheDocumentedLayout) {
   const ModelConfig config = config_of(tinyllama_1_1b());
   const Graph g = build_ok(config, index_for(config), {MethodKind::kPrefill, 512, 128});
   EXPECT_TRUE(g.validate().ok());
-  EXPECT_EQ(g.nodes.size(), 1u + 17u * 22u + 3u);
+  EXPECT_EQ(g.nodes.size(), 1u + 17u * 22u + 4u);  // + final norm, take_last, head, argmax
   EXPECT_EQ(g.mutations.size(), 2u * 22u);
   // 9 tensors per layer + embedding + final norm + lm_head.
   size_t params = 0;
@@ -85,11 +85,18 @@ TEST(LlamaGraph, TinyLlamaPrefillHasTheDocumentedLayout) {
   EXPECT_EQ(position.name, "position");
   EXPECT_EQ(position.shape, (std::vector<Dim>{Dim::fixed(1)}));
 
-  ASSERT_EQ(g.outputs.size(), 1u);
+  ASSERT_EQ(g.outputs.size(), 2u);
   const graph::Value& logits = g.values[static_cast<size_t>(g.outputs[0])];
   EXPECT_EQ(logits.name, "logits");
   EXPECT_EQ(logits.dtype, DType::kF32);
   EXPECT_EQ(logits.shape, (std::vector<Dim>{Dim::fixed(1), Dim::fixed(32000)}));
+  // The greedy choice, made where the logits are.
+  const graph::Value& next = g.values[static_cast<size_t>(g.outputs[1])];
+  EXPECT_EQ(next.name, "next_token");
+  EXPECT_EQ(next.dtype, DType::kI32);
+  EXPECT_EQ(next.shape, (std::vector<Dim>{Dim::fixed(1), Dim::fixed(1)}));
+  EXPECT_EQ(g.nodes.back().op, "argmax");
+  EXPECT_EQ(input_name(g, g.nodes.back(), 0), "logits");
 
   const graph::Value& cache = value(g, "k_cache.21");
   EXPECT_EQ(cache.kind, ValueKind::kBuffer);
@@ -103,8 +110,9 @@ TEST(LlamaGraph, TinyLlamaPrefillHasTheDocumentedLayout) {
   EXPECT_EQ(value(g, "layers.0.mlp.silu_mul").shape,
             (std::vector<Dim>{Dim::dynamic("T", 1, 128), Dim::fixed(5632)}));
   EXPECT_EQ(g.nodes.front().name, "embed_tokens");
-  EXPECT_EQ(g.nodes.back().name, "lm_head");
-  EXPECT_EQ(input_name(g, g.nodes.back(), 1), "lm_head.weight");
+  const graph::Node& head = g.nodes[g.nodes.size() - 2];
+  EXPECT_EQ(head.name, "lm_head");
+  EXPECT_EQ(input_name(g, head, 1), "lm_head.weight");
 }
 
 TEST(LlamaGraph, EveryCacheWriteIsAMutationAndFeedsAttention) {

@@ -1,6 +1,7 @@
 // The op layer's attribute parsing and its pre-write checks.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "kvrt/engine/cpu/ops.h"
@@ -94,6 +95,21 @@ TEST(Ops, RunComputesTakeLast) {
   ASSERT_TRUE(check_op(op, in, outs).ok());
   run_op(op, in, outs, nullptr);
   EXPECT_EQ(out, (std::vector<float>{5, 6}));
+}
+
+TEST(Ops, ArgmaxPicksTheLowestIndexOfTheLargestLogitAndNaNAsLargest) {
+  PreparedOp op = *prepare_op("argmax", "next_token", nlohmann::json::object());
+  std::vector<float> logits = {0.5f, 2.0f,          -1.0f, 2.0f,  //
+                               1.0f, std::nanf(""), 3.0f,  std::nanf("")};
+  int32_t out[2] = {-1, -1};
+  const TensorView in[] = {TensorView(logits.data(), DType::kF32, {2, 4})};
+  const TensorView outs[] = {TensorView(out, DType::kI32, {2, 1})};
+  ASSERT_TRUE(check_op(op, in, outs).ok());
+  run_op(op, in, outs, nullptr);
+  EXPECT_EQ(out[0], 1);  // tie between 1 and 3: the lower id, as the sampler and torch do
+  EXPECT_EQ(out[1], 1);  // NaN is the largest value (torch.argmax)
+  const TensorView wrong[] = {TensorView(logits.data(), DType::kF32, {2, 1})};
+  EXPECT_EQ(check_op(op, in, wrong).code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -210,6 +210,12 @@ graph::Graph TinyModel::method_graph(int64_t t_min, int64_t t_max, bool buffers_
   node("lm_head", "linear", {last, param(c.tied ? "model.embed_tokens.weight" : "lm_head.weight")},
        logits);
   g.outputs = {logits};
+  if (c.next_token) {
+    const graph::ValueId next =
+        g.add_value({"next_token", DType::kI32, {fixed(1), fixed(1)}, ValueKind::kIntermediate});
+    node("next_token", "argmax", {logits}, next);
+    g.outputs.push_back(next);
+  }
   return g;
 }
 

@@ -27,6 +27,7 @@ struct TinyConfig {
   bool bias = false;       // q/k/v biases (Qwen2)
   bool tied = true;        // lm_head is the embedding table
   bool llama3_rope = false;
+  bool next_token = false;  // also output argmax(logits) as next_token i32 [1, 1]
   DType weight_dtype = DType::kF32;
   DType cache_dtype = DType::kF32;
   double theta = 10000.0;

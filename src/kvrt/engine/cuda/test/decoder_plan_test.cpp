@@ -37,6 +37,17 @@ TEST(DecoderPlan, QwenFixtureMatchesWithItsBiases) {
   EXPECT_GE(layer.k_cache_input, 0);
   EXPECT_GE(layer.v_cache_output, 0);
   EXPECT_EQ(plan->max_tokens, 1);
+  EXPECT_GE(plan->next_token_output, 0);  // the graph's argmax: greedy on the device
+  EXPECT_NE(plan->next_token_output, plan->logits_output);
+}
+
+TEST(DecoderPlan, AGraphWithoutArgmaxStillMatches) {
+  graph::Graph graph = decode_graph("tests/fixtures/llama_gqa");
+  graph.nodes.pop_back();  // next_token = argmax(logits) is the last node
+  graph.outputs.erase(graph.outputs.begin() + 1);
+  Result<DecoderPlan> plan = plan_decoder(graph);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->next_token_output, -1);
 }
 
 TEST(DecoderPlan, TiedHeadReadsTheEmbeddingTable) {
