@@ -2,7 +2,8 @@
 //
 //   execute(args)                      args = inputs..., outputs... (blob order, A3)
 //     lock the handle                  D6
-//     wait for the previous call       E2 (its completion event, or a drain)
+//     order after the previous call    E2 (host wait on its completion event or a drain;
+//                                      on the device when the engine allows it)
 //     check every argument             D1: count, dtype, rank, bounds, contiguity
 //     check aliased inputs             D2: on the engine's device, non-empty
 //     route each argument              direct | staged (D4) | alias same (D3) | reflect
@@ -43,6 +44,7 @@ class InFlightScope {
     if (!handle_.in_flight_) return Status();
     Result<engine::EventHandle> event = handle_.api_->record_event(stream_);
     if (event.ok()) {
+      handle_.api_->destroy_event(handle_.completion_);  // an earlier call's, now covered
       handle_.completion_ = *event;
       return Status();
     }
@@ -57,7 +59,11 @@ class InFlightScope {
   Status drain() {
     settled_ = true;
     Status status = handle_.api_->synchronize(stream_);
-    if (status.ok()) handle_.in_flight_ = false;
+    if (status.ok()) {
+      handle_.in_flight_ = false;
+      handle_.api_->destroy_event(handle_.completion_);  // an earlier call's, now passed
+      handle_.completion_ = nullptr;
+    }
     return status;
   }
 
@@ -80,6 +86,16 @@ bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_byt
 }
 
 }  // namespace
+
+// E2 for an engine whose launches keep no reference to the bindings: the previous
+// call's completion event orders this call's work after it on the device, and the host
+// goes on binding the next call while the previous one runs (the decode pipeline).
+Status EngineDelegateHandle::order_after_in_flight(engine::StreamHandle stream) {
+  if (!in_flight_ || completion_ == nullptr || !engine_->enqueue_snapshots_bindings()) {
+    return wait_in_flight();
+  }
+  return api_->stream_wait_event(stream, completion_);
+}
 
 Status EngineDelegateHandle::wait_in_flight() {
   if (!in_flight_) return Status();
@@ -161,8 +177,11 @@ Status EngineDelegateHandle::check_aliased_inputs(std::span<const TensorView> ar
 Status EngineDelegateHandle::ensure_staging(size_t arg, size_t bytes) {
   Staging& staging = staging_[arg];
   if (staging.bytes >= bytes && staging.ptr != nullptr) return Status();
-  // Nothing is in flight here (wait_in_flight ran), so the old buffer is free.
-  if (staging.ptr != nullptr) api_->free(staging.ptr);
+  // The old buffer may still be read by a call in flight: free it only after that.
+  if (staging.ptr != nullptr) {
+    KVRT_RETURN_IF_ERROR(wait_in_flight());
+    api_->free(staging.ptr);
+  }
   staging = {};
   KVRT_ASSIGN_OR_RETURN(staging.ptr, api_->allocate(bytes));
   staging.bytes = bytes;
@@ -251,13 +270,13 @@ Status EngineDelegateHandle::execute(std::span<TensorView> args, const ExecuteOp
   stats_ = ExecuteStats{};
   stats_.arg_bytes.assign(num_args(), 0);
 
-  KVRT_RETURN_IF_ERROR(wait_in_flight());            // E2
-  KVRT_RETURN_IF_ERROR(check_arguments(args));       // D1
-  KVRT_RETURN_IF_ERROR(check_aliased_inputs(args));  // D2
-  KVRT_RETURN_IF_ERROR(plan_routes(args));           // D3, D4
+  const engine::StreamHandle stream = options.stream ? options.stream : own_stream_;  // E1
+  KVRT_RETURN_IF_ERROR(order_after_in_flight(stream));                                // E2
+  KVRT_RETURN_IF_ERROR(check_arguments(args));                                        // D1
+  KVRT_RETURN_IF_ERROR(check_aliased_inputs(args));                                   // D2
+  KVRT_RETURN_IF_ERROR(plan_routes(args));                                            // D3, D4
   KVRT_RETURN_IF_ERROR(bind(args));
 
-  const engine::StreamHandle stream = options.stream ? options.stream : own_stream_;  // E1
   InFlightScope in_flight(*this, stream);
   bool host_io = false;
   for (size_t i = 0; i < num_inputs(); ++i) {

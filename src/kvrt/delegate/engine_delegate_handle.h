@@ -55,6 +55,7 @@ class EngineDelegateHandle final : public DelegateHandle {
 
   // Execute steps, in order.
   Status wait_in_flight();
+  Status order_after_in_flight(engine::StreamHandle stream);
   Status check_arguments(std::span<const TensorView> args) const;       // D1
   Status check_aliased_inputs(std::span<const TensorView> args) const;  // D2
   Status plan_routes(std::span<const TensorView> args);                 // D3, D4

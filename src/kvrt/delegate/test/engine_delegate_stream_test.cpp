@@ -251,6 +251,39 @@ TEST_F(EngineDelegateOnDevice, NextExecuteAndDestroyWaitForTheCompletionEvent_E2
   EXPECT_LT(max_abs_diff(store->floats("logits"), model.reference_logits(history)), 1e-4);
 }
 
+// An engine whose launches carry their own pointers is bound for the next call while
+// the previous run is still queued: ordered after it on the device, not on the host.
+TEST_F(EngineDelegateOnDevice, SnapshottingEngineIsBoundWhileItsLastRunIsQueued_E2) {
+  testing::fake_engine_options().snapshot_bindings = true;
+  store->on_device = {"tokens", "position", "logits"};
+  std::vector<TensorView> args = next_args(3);
+  fake.register_device_memory(store->buffer("tokens").data(), store->buffer("tokens").size());
+  ExecuteOptions options;
+  options.stream = caller_stream;
+  ASSERT_TRUE(handle->execute(args, options).ok());
+  ASSERT_GT(fake.pending(), 0u);
+  std::vector<int32_t> tokens = {4}, position = {1};
+  fake.register_device_memory(tokens.data(), 4);
+  fake.register_device_memory(position.data(), 4);
+  args[0] = TensorView(tokens.data(), DType::kI32, {1, 1}, Device::cuda(0));
+  args[1] = TensorView(position.data(), DType::kI32, {1}, Device::cuda(0));
+  const int host_waits = fake.host_waits, device_waits = fake.device_waits;
+  ASSERT_TRUE(handle->execute(args, options).ok());
+  EXPECT_EQ(fake.host_waits, host_waits) << "the second call must not wait on the host";
+  EXPECT_EQ(fake.device_waits, device_waits + 1);
+  EXPECT_EQ(fake.engine_runs_queued, 2);
+  // A third call on the handle's own stream is ordered after both, across streams.
+  std::vector<int32_t> tokens3 = {5}, position3 = {2};
+  fake.register_device_memory(tokens3.data(), 4);
+  fake.register_device_memory(position3.data(), 4);
+  args[0] = TensorView(tokens3.data(), DType::kI32, {1, 1}, Device::cuda(0));
+  args[1] = TensorView(position3.data(), DType::kI32, {1}, Device::cuda(0));
+  ASSERT_TRUE(handle->execute(args).ok());  // own stream: drained before it returns
+  EXPECT_EQ(fake.pending(), 0u);
+  history = {3, 4, 5};
+  EXPECT_LT(max_abs_diff(store->floats("logits"), model.reference_logits(history)), 1e-4);
+}
+
 TEST_F(EngineDelegateOnDevice, UnrecordableCompletionEventFallsBackToADrain_E2) {
   store->on_device = {"tokens", "position", "logits"};
   std::vector<TensorView> args = next_args(3);

@@ -101,6 +101,14 @@ Status FakeDeviceApi::wait_event(engine::EventHandle event) {
   return Status();
 }
 
+Status FakeDeviceApi::stream_wait_event(engine::StreamHandle stream, engine::EventHandle event) {
+  std::lock_guard lock(mutex_);
+  ++device_waits;
+  const Event waited = *static_cast<const Event*>(event);  // the handle may go at once
+  submit(stream, [this, waited] { run_until(*waited.stream, waited.sequence); });
+  return Status();
+}
+
 void FakeDeviceApi::destroy_event(engine::EventHandle event) {
   delete static_cast<Event*>(event);
 }
@@ -178,8 +186,18 @@ class FakeDeviceEngine final : public engine::Engine {
   std::optional<std::string> aliased_input(std::string_view name) const override {
     return inner_->aliased_input(name);
   }
+  bool enqueue_snapshots_bindings() const override {
+    return fake_engine_options().snapshot_bindings;
+  }
   Status set_tensor(std::string_view name, void* data, const Shape& shape) override {
     Busy busy(*this);
+    if (enqueue_snapshots_bindings()) {
+      for (const engine::TensorInfo& info : inner_->outputs()) {
+        if (info.name == name) bound_output_shapes_[info.name] = shape;
+      }
+      next_bindings_[std::string(name)] = {data, shape};
+      return Status();
+    }
     if (queued_ > 0) {
       ++reconfigured_in_flight();
       return internal_error("engine reconfigured while a run is in flight");
@@ -195,8 +213,14 @@ class FakeDeviceEngine final : public engine::Engine {
     api.enqueue_streams.push_back(stream);
     ++queued_;
     ++api.engine_runs_queued;
-    api.submit(stream, [this, &api] {
-      last_run_ = inner_->enqueue(nullptr);
+    std::map<std::string, std::pair<void*, Shape>> bindings;
+    if (enqueue_snapshots_bindings()) bindings = next_bindings_;
+    api.submit(stream, [this, &api, bindings = std::move(bindings)] {
+      for (const auto& [name, binding] : bindings) {
+        last_run_ = inner_->set_tensor(name, binding.first, binding.second);
+        if (!last_run_.ok()) break;
+      }
+      if (last_run_.ok()) last_run_ = inner_->enqueue(nullptr);
       --queued_;
       --api.engine_runs_queued;
     });
@@ -221,6 +245,7 @@ class FakeDeviceEngine final : public engine::Engine {
   };
   std::unique_ptr<engine::Engine> inner_;
   std::map<std::string, Shape> bound_output_shapes_;
+  std::map<std::string, std::pair<void*, Shape>> next_bindings_;  // snapshot mode
   std::atomic<int> queued_{0};
   std::atomic<bool> busy_{false};
   Status last_run_;

@@ -44,6 +44,7 @@ class FakeDeviceApi final : public engine::DeviceApi {
   Status copy_async(void* dst, const void* src, size_t bytes, engine::StreamHandle stream) override;
   Result<engine::EventHandle> record_event(engine::StreamHandle stream) override;
   Status wait_event(engine::EventHandle event) override;
+  Status stream_wait_event(engine::StreamHandle stream, engine::EventHandle event) override;
   void destroy_event(engine::EventHandle event) override;
   Status synchronize(engine::StreamHandle stream) override;
 
@@ -61,6 +62,7 @@ class FakeDeviceApi final : public engine::DeviceApi {
   bool fail_record_event = false;
   int fail_allocations = 0;  // fail this many allocate() calls
   int host_waits = 0;        // synchronize + wait_event calls
+  int device_waits = 0;      // stream_wait_event calls
   std::vector<engine::StreamHandle> enqueue_streams;
   int64_t copied_bytes = 0;
   int engine_runs_queued = 0;  // maintained by FakeDeviceEngine
@@ -80,6 +82,9 @@ FakeDeviceApi& fake_device();
 // Options a test can set; fake engines read them at each call.
 struct FakeEngineOptions {
   std::optional<Shape> output_shape_override;  // reported by output_shape() (D5 tests)
+  // The engine takes its bindings with each queued run (enqueue_snapshots_bindings), so
+  // binding while a run is queued is allowed.
+  bool snapshot_bindings = false;
 };
 FakeEngineOptions& fake_engine_options();
 // Engines destroyed while one of their runs was still queued (must stay 0).

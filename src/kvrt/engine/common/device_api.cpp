@@ -51,6 +51,10 @@ void DeviceApi::free_host(void* ptr) {
   std::free(ptr);
 }
 
+Status DeviceApi::stream_wait_event(StreamHandle, EventHandle event) {
+  return wait_event(event);
+}
+
 Result<float> DeviceApi::elapsed_ms(EventHandle, EventHandle) {
   return not_supported(device().to_string(), " keeps no event timestamps");
 }

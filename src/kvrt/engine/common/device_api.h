@@ -50,6 +50,9 @@ class DeviceApi {
   virtual Result<EventHandle> record_event(StreamHandle stream) = 0;
   // Blocks the host until the event completes; `wait_event` then `destroy_event`.
   virtual Status wait_event(EventHandle event) = 0;
+  // Makes work queued on `stream` from now on wait for the event, without blocking the
+  // host; the event may be destroyed right after. Defaults to a host wait.
+  virtual Status stream_wait_event(StreamHandle stream, EventHandle event);
   virtual void destroy_event(EventHandle event) = 0;
   // Blocks the host until all work queued on `stream` completes.
   virtual Status synchronize(StreamHandle stream) = 0;

@@ -85,6 +85,11 @@ class Engine {
   // check that can fail (shapes, positions, token ids) happens before the first write,
   // so a failed enqueue leaves outputs and in-place caches untouched.
   virtual Status enqueue(StreamHandle stream) = 0;
+  // True when enqueue reads the bindings on the host only and the work it submits
+  // never reads engine state the next set_tensor changes (pointers baked into the
+  // launches). The delegate may then bind and enqueue the next call while this one
+  // still runs, ordered after it on the device (E2) instead of waiting on the host.
+  virtual bool enqueue_snapshots_bindings() const { return false; }
   // Output shape after enqueue (dynamic outputs), or an error naming the output.
   virtual Result<Shape> output_shape(std::string_view name) const = 0;
 };

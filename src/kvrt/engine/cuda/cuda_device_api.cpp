@@ -97,6 +97,11 @@ class CudaDeviceApi final : public DeviceApi {
     return cuda_check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)),
                       "cudaEventSynchronize");
   }
+  Status stream_wait_event(StreamHandle stream, EventHandle event) override {
+    return cuda_check(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+        "cudaStreamWaitEvent");
+  }
   void destroy_event(EventHandle event) override {
     if (event != nullptr) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
