@@ -1,9 +1,11 @@
 // `kvrt bench MODEL`: prompt processing (pp) and token generation (tg) at batch 1 at
 // each cache depth, in the spirit of llama-bench and with its flag names. Each figure is
 // the median of -r repetitions after a warm-up, timed end to end through the runtime
-// (Module -> delegate -> engine): every call returns only when its logits are on the
-// host. tg also reports the bytes a step must read (weights + the live cache) per second
-// and their share of a device-to-device copy measured in the same run.
+// (Module -> delegate -> engine). tg is greedy generation as `kvrt run` does it: on a
+// device the token is chosen there and each step is queued before the host waits for
+// the previous token. On a GPU the times come from CUDA events on the module's stream
+// (the host clock on the CPU). tg also reports the bytes a step must read (weights + the live
+// cache) per second and their share of a device-to-device copy measured in the same run.
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,6 +100,65 @@ Result<std::string> program_for(const BenchArgs& args, kvrt::Device device, int6
   return options.output_path;
 }
 
+// Times a stretch of the module's work: events on its stream where the device keeps
+// timestamps (from when the stream reaches `start` until it reaches `stop`), else the
+// host clock.
+class StretchTimer {
+ public:
+  explicit StretchTimer(Module& module) : module_(module) {}
+  ~StretchTimer() { release(); }
+  StretchTimer(const StretchTimer&) = delete;
+  StretchTimer& operator=(const StretchTimer&) = delete;
+
+  Status start() {
+    release();
+    host_start_ = Clock::now();
+    KVRT_ASSIGN_OR_RETURN(start_, module_.device_api().record_event(module_.stream()));
+    return Status();
+  }
+  // Milliseconds since start(), once everything queued so far has run.
+  Result<double> stop() {
+    KVRT_ASSIGN_OR_RETURN(stop_, module_.device_api().record_event(module_.stream()));
+    KVRT_RETURN_IF_ERROR(module_.device_api().wait_event(stop_));
+    const double host_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - host_start_).count();
+    Result<float> device_ms = module_.device_api().elapsed_ms(start_, stop_);
+    release();
+    return device_ms.ok() ? static_cast<double>(*device_ms) : host_ms;
+  }
+
+ private:
+  void release() {
+    module_.device_api().destroy_event(start_);
+    module_.device_api().destroy_event(stop_);
+    start_ = stop_ = nullptr;
+  }
+  Module& module_;
+  Clock::time_point host_start_;
+  kvrt::engine::EventHandle start_ = nullptr, stop_ = nullptr;
+};
+
+// n greedy tokens after `token` at `position`: queued on the device when the program
+// chooses its tokens there (each step queued before the previous token is waited for,
+// as the generation loop does), else through the host logits.
+Status generate(Module& module, int32_t token, int32_t position, int n) {
+  if (n <= 0) return Status();
+  if (module.has_device_greedy()) {
+    KVRT_RETURN_IF_ERROR(module.submit_greedy(kvrt::runtime::kDecodeMethod,
+                                              std::span<const int32_t>(&token, 1), position));
+    for (int i = 1; i < n; ++i) {
+      KVRT_RETURN_IF_ERROR(module.submit_greedy_continuation(position + i));
+      KVRT_RETURN_IF_ERROR(module.wait_token().status());
+    }
+    return module.wait_token().status();
+  }
+  for (int i = 0; i < n; ++i) {
+    KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, module.decode(token, position + i));
+    token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  return Status();
+}
+
 // Runs `tokens` at `position` in chunks of the prefill method's largest call.
 Status prefill(Module& module, const std::vector<int32_t>& tokens, int32_t position) {
   KVRT_ASSIGN_OR_RETURN(int64_t chunk, module.max_tokens(kvrt::runtime::kPrefillMethod));
@@ -143,20 +204,18 @@ Result<std::vector<Row>> bench(const BenchArgs& args, Module& module, double cop
     KVRT_RETURN_IF_ERROR(prefill(module, random_tokens(depth), 0));
     const std::vector<int32_t> prompt = random_tokens(args.prompt);
     std::vector<double> pp_ms, tg_ms;
+    StretchTimer timer(module);
     for (int rep = 0; rep <= args.repetitions; ++rep) {  // rep 0 warms up
-      const auto t0 = Clock::now();
+      KVRT_RETURN_IF_ERROR(timer.start());
       if (args.prompt > 0) KVRT_RETURN_IF_ERROR(prefill(module, prompt, depth));
-      const auto t1 = Clock::now();
-      int32_t token = prompt.empty() ? 1 : prompt.back();
-      for (int i = 0; i < args.generate; ++i) {
-        KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, module.decode(token, depth + i));
-        token =
-            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      }
-      const auto t2 = Clock::now();
+      KVRT_ASSIGN_OR_RETURN(double pp, timer.stop());
+      KVRT_RETURN_IF_ERROR(timer.start());
+      const int32_t token = prompt.empty() ? 1 : prompt.back();
+      KVRT_RETURN_IF_ERROR(generate(module, token, depth, args.generate));
+      KVRT_ASSIGN_OR_RETURN(double tg, timer.stop());
       if (rep == 0) continue;
-      pp_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      tg_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      pp_ms.push_back(pp);
+      tg_ms.push_back(tg);
     }
     auto row = [&](std::string test, const std::vector<double>& ms, int tokens) {
       Row r;

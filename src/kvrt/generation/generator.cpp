@@ -32,6 +32,47 @@ Result<std::span<const float>> Generator::decode_one_token(int32_t token) {
   return logits;
 }
 
+// Greedy on the model's device: the step that consumes token t is queued before the
+// loop waits for t, so the device goes from step to step without waiting for the host.
+// When t ends generation, that step has already written t into the cache: the position
+// moves past it and its own token is discarded, never shown.
+Status Generator::generate_queued(std::span<const int32_t> prompt_ids,
+                                  const GenerateOptions& options, const TakeToken& take,
+                                  GenerationStats& stats, uint64_t& cache_bytes) {
+  const auto prefill_start = Clock::now();
+  const size_t chunk = static_cast<size_t>(std::max(1, model_.max_chunk()));
+  const size_t head = (prompt_ids.size() - 1) / chunk * chunk;  // all but the last chunk
+  if (head > 0) {
+    KVRT_RETURN_IF_ERROR(prefill(prompt_ids.first(head)).status());
+  }
+  KVRT_RETURN_IF_ERROR(model_.queue_greedy(prompt_ids.subspan(head), position_));
+  position_ += static_cast<int32_t>(prompt_ids.size() - head);
+  bool first = true;
+  for (int32_t taken = 0;; ++taken) {
+    // The token to come is the last one when it reaches max_new_tokens or the context.
+    const bool may_continue =
+        taken + 1 < options.max_new_tokens && position_ < model_.max_context();
+    if (may_continue) KVRT_RETURN_IF_ERROR(model_.queue_greedy_continuation(position_));
+    KVRT_ASSIGN_OR_RETURN(int32_t token, model_.wait_greedy_token());
+    if (first) {
+      stats.prefill_ms = milliseconds_since(prefill_start);
+      first = false;
+    }
+    cache_bytes = std::max(cache_bytes, model_.cache_bytes_copied_last_call());
+    KVRT_ASSIGN_OR_RETURN(bool keep_going, take(token));
+    if (!keep_going || !may_continue) {
+      if (may_continue) {
+        position_ += 1;  // the queued step ran `token`; its own choice is dropped
+        KVRT_RETURN_IF_ERROR(model_.wait_greedy_token().status());
+      } else {
+        pending_token_ = token;
+      }
+      return Status();
+    }
+    position_ += 1;
+  }
+}
+
 Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids,
                                              const GenerateOptions& options,
                                              const TokenCallback& on_text) {
@@ -68,15 +109,15 @@ Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids
 
   const auto prefill_start = Clock::now();
   pending_token_.reset();
-  KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, prefill(prompt_ids));
-  stats.prefill_ms = milliseconds_since(prefill_start);
-
-  const auto decode_start = Clock::now();
+  auto decode_start = Clock::now();
   uint64_t cache_bytes = 0;
   std::string emit;
-  while (true) {
-    KVRT_ASSIGN_OR_RETURN(int32_t token, sampler.sample(logits));
-    if (result.ids.empty()) stats.time_to_first_token_ms = milliseconds_since(prefill_start);
+  // Takes one generated token: text, stop conditions, the caller. True: go on.
+  auto take = [&](int32_t token) -> Result<bool> {
+    if (result.ids.empty()) {
+      stats.time_to_first_token_ms = milliseconds_since(prefill_start);
+      decode_start = Clock::now();
+    }
     result.ids.push_back(token);
     std::string piece;
     if (decoder) {
@@ -86,12 +127,25 @@ Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids
     stats.stop_reason = stop.push(token, piece, emit);
     result.text += emit;
     const bool keep_going = !on_text || emit.empty() || on_text(emit, token);
-    if (stats.stop_reason != StopReason::kNone || !keep_going || stop_requested_.load()) {
-      pending_token_ = token;
-      break;
+    return stats.stop_reason == StopReason::kNone && keep_going && !stop_requested_.load();
+  };
+
+  const SamplingParams& sampling = options.sampling;
+  if (sampling.temperature == 0 && sampling.repetition_penalty == 1 && model_.can_queue_greedy()) {
+    KVRT_RETURN_IF_ERROR(generate_queued(prompt_ids, options, take, stats, cache_bytes));
+  } else {
+    KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, prefill(prompt_ids));
+    stats.prefill_ms = milliseconds_since(prefill_start);
+    while (true) {
+      KVRT_ASSIGN_OR_RETURN(int32_t token, sampler.sample(logits));
+      KVRT_ASSIGN_OR_RETURN(bool keep_going, take(token));
+      if (!keep_going) {
+        pending_token_ = token;
+        break;
+      }
+      KVRT_ASSIGN_OR_RETURN(logits, decode_one_token(token));
+      cache_bytes = std::max(cache_bytes, model_.cache_bytes_copied_last_call());
     }
-    KVRT_ASSIGN_OR_RETURN(logits, decode_one_token(token));
-    cache_bytes = std::max(cache_bytes, model_.cache_bytes_copied_last_call());
   }
   if (stats.stop_reason != StopReason::kStopString) {
     std::string tail;

@@ -73,6 +73,9 @@ class Generator {
  private:
   Result<std::span<const float>> prefill(std::span<const int32_t> prompt_ids);
   Result<std::span<const float>> decode_one_token(int32_t token);
+  using TakeToken = std::function<Result<bool>(int32_t token)>;
+  Status generate_queued(std::span<const int32_t> prompt_ids, const GenerateOptions& options,
+                         const TakeToken& take, GenerationStats& stats, uint64_t& cache_bytes);
 
   LanguageModel& model_;
   std::optional<Tokenizer> tokenizer_;

@@ -27,6 +27,23 @@ class LanguageModel {
   // Bytes the runtime copied for the KV cache during the last forward call (0 when
   // the cache is bound in place).
   virtual uint64_t cache_bytes_copied_last_call() const { return 0; }
+
+  // Greedy decoding where the model runs (optional). The loop queues a step, then the
+  // step that consumes its token, before it waits for the first token, so a device
+  // never idles between steps.
+  virtual bool can_queue_greedy() const { return false; }
+  // Queues tokens at position; the greedy token they produce stays with the model.
+  virtual Status queue_greedy(std::span<const int32_t> /*tokens*/, int32_t /*position*/) {
+    return not_supported("this model does not queue greedy steps");
+  }
+  // Queues one token, the one the last queued step produces, at `position`.
+  virtual Status queue_greedy_continuation(int32_t /*position*/) {
+    return not_supported("this model does not queue greedy steps");
+  }
+  // Waits for the oldest queued step and returns its greedy token.
+  virtual Result<int32_t> wait_greedy_token() {
+    return not_supported("this model does not queue greedy steps");
+  }
 };
 
 }  // namespace kvrt

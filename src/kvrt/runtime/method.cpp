@@ -59,9 +59,9 @@ Result<std::unique_ptr<Method>> Method::load(std::shared_ptr<const Program> prog
 
 Method::~Method() {
   if (api_ == nullptr) return;
-  (void)sync();
+  (void)synchronize();
   calls_.clear();  // delegates drain their own work before the stream goes
-  if (stream_ != nullptr) api_->destroy_stream(stream_);
+  if (owns_stream_ && stream_ != nullptr) api_->destroy_stream(stream_);
 }
 
 std::string Method::where(size_t instruction) const {
@@ -71,7 +71,12 @@ std::string Method::where(size_t instruction) const {
 
 Status Method::init_storage() {
   KVRT_ASSIGN_OR_RETURN(api_, delegate::device_api_for(options_.device));
-  KVRT_ASSIGN_OR_RETURN(stream_, api_->create_stream());
+  if (options_.stream != nullptr) {
+    stream_ = options_.stream;
+  } else {
+    KVRT_ASSIGN_OR_RETURN(stream_, api_->create_stream());
+    owns_stream_ = stream_ != nullptr;
+  }
   KVRT_ASSIGN_OR_RETURN(device_arena_, Allocation::create(spec_->device_arena_bytes, api_));
   // The host arena holds what the caller reads (logits) and the delegate stages: pinned
   // where the engine is a device, so those copies run at full speed.

@@ -29,6 +29,19 @@ namespace kvrt::runtime {
 struct MethodOptions {
   Device device = Device::cpu();  // where the engine delegates run
   int num_threads = 0;            // CPU engine and host kernel threads; 0 = default
+  // The stream every instruction runs on (E1); null: the method makes its own. Methods
+  // that share one stream are ordered among themselves without host waits.
+  engine::StreamHandle stream = nullptr;
+};
+
+struct RunOptions {
+  // Caller storage for outputs, by output index (a view with null data, or fewer views,
+  // keeps the planned slot): same dtype and device as the planned slot, contiguous, at least
+  // its largest size. Lets the next call read an output where this one writes it.
+  std::span<const TensorView> outputs;
+  // false: return once the work is queued (no host wait); the outputs are ready after
+  // synchronize(). Any host kernel still waits for the device work before it.
+  bool synchronize = true;
 };
 
 // Bytes copied by the last execute, per mutable buffer: copy instructions plus
@@ -60,9 +73,14 @@ class Method {
   // Runs the method on `inputs` (in spec().inputs order: tokens i32 [1,T], position
   // i32 [1]). Returns views of the outputs, valid until the next execute. Inputs are
   // checked (dtype, shape within bounds, contiguity) before anything runs.
-  Result<std::span<const TensorView>> execute(std::span<const TensorView> inputs);
+  Result<std::span<const TensorView>> execute(std::span<const TensorView> inputs,
+                                              const RunOptions& options = {});
+  // Waits for all work the method queued on its stream.
+  Status synchronize();
 
   const format::MethodSpec& spec() const { return *spec_; }
+  engine::StreamHandle stream() const { return stream_; }
+  engine::DeviceApi& device_api() const { return *api_; }
   const StepStats& last_stats() const { return stats_; }
 
   Method() = default;
@@ -79,10 +97,12 @@ class Method {
   Status init_storage();
   Status init_instructions();
   Status check_inputs(std::span<const TensorView> inputs) const;
+  Status check_output_storage(std::span<const TensorView> outputs) const;
+  // Points output values at the caller's storage for one execute; restores on scope exit.
+  class OutputOverride;
   Status run_call(size_t instruction, const format::DelegateCall& call, Call& state);
   Status run_host_kernel(const format::HostKernel& kernel, const HostOp& op);
   Status run_copy(const format::CopyInstruction& copy);
-  Status sync();
   std::string where(size_t instruction) const;
   // Storage of value `v` at its largest shape (capacity view).
   TensorView capacity_view(format::ValueIndex v) const;
@@ -94,6 +114,7 @@ class Method {
   MethodOptions options_;
   engine::DeviceApi* api_ = nullptr;
   engine::StreamHandle stream_ = nullptr;
+  bool owns_stream_ = false;
   std::shared_ptr<engine::cpu::ThreadPool> pool_;
   Allocation device_arena_, host_arena_;
 

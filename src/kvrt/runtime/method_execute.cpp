@@ -39,8 +39,65 @@ Status Method::check_inputs(std::span<const TensorView> inputs) const {
   return Status();
 }
 
-Result<std::span<const TensorView>> Method::execute(std::span<const TensorView> inputs) {
+Status Method::check_output_storage(std::span<const TensorView> outputs) const {
+  if (outputs.size() > spec_->outputs.size()) {
+    return invalid_argument("method '", spec_->name, "' has ", spec_->outputs.size(),
+                            " outputs, got storage for ", outputs.size());
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const TensorView& storage = outputs[k];
+    if (storage.data() == nullptr) continue;  // the planned slot
+    const size_t v = static_cast<size_t>(spec_->outputs[k]);
+    const format::ValueSpec& value = spec_->values[v];
+    auto fail = [&](const auto&... why) {
+      return invalid_argument("method '", spec_->name, "' output '", value.name,
+                              "' storage: ", why...);
+    };
+    if (storage.dtype() != value.dtype) {
+      return fail("dtype ", dtype_name(storage.dtype()), ", expected ", dtype_name(value.dtype));
+    }
+    if (!(storage.device() == device_of_[v])) {
+      return fail("is on ", storage.device().to_string(), ", the output on ",
+                  device_of_[v].to_string());
+    }
+    KVRT_ASSIGN_OR_RETURN(int64_t need, max_shape_[v].numel());
+    KVRT_ASSIGN_OR_RETURN(int64_t have, storage.numel());
+    if (!storage.is_contiguous() || have < need) {
+      return fail("must be contiguous storage of at least ", need, " elements");
+    }
+  }
+  return Status();
+}
+
+class Method::OutputOverride {
+ public:
+  OutputOverride(Method& method, std::span<const TensorView> outputs) : method_(method) {
+    saved_.reserve(outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const size_t v = static_cast<size_t>(method_.spec_->outputs[k]);
+      saved_.push_back(method_.base_[v]);
+      if (outputs[k].data() != nullptr)
+        method_.base_[v] = static_cast<std::byte*>(outputs[k].data());
+    }
+  }
+  ~OutputOverride() {
+    for (size_t k = 0; k < saved_.size(); ++k) {
+      method_.base_[static_cast<size_t>(method_.spec_->outputs[k])] = saved_[k];
+    }
+  }
+  OutputOverride(const OutputOverride&) = delete;
+  OutputOverride& operator=(const OutputOverride&) = delete;
+
+ private:
+  Method& method_;
+  std::vector<std::byte*> saved_;
+};
+
+Result<std::span<const TensorView>> Method::execute(std::span<const TensorView> inputs,
+                                                    const RunOptions& options) {
   KVRT_RETURN_IF_ERROR(check_inputs(inputs));
+  KVRT_RETURN_IF_ERROR(check_output_storage(options.outputs));
+  const OutputOverride output_storage(*this, options.outputs);
   for (size_t v = 0; v < current_.size(); ++v) {
     current_[v] = capacity_view(static_cast<format::ValueIndex>(v));
   }
@@ -57,17 +114,17 @@ Result<std::span<const TensorView>> Method::execute(std::span<const TensorView> 
     if (const auto* call = std::get_if<format::DelegateCall>(&instruction)) {
       status = run_call(i, *call, calls_[i]);
     } else if (const auto* kernel = std::get_if<format::HostKernel>(&instruction)) {
-      status = sync();  // its inputs may come from device work
+      status = synchronize();  // its inputs may come from device work
       if (status.ok()) status = run_host_kernel(*kernel, host_ops_[i]);
     } else {
       status = run_copy(std::get<format::CopyInstruction>(instruction));
     }
     if (!status.ok()) {
-      (void)sync();
+      (void)synchronize();
       return status.with_context(where(i));
     }
   }
-  KVRT_RETURN_IF_ERROR(sync());
+  if (options.synchronize) KVRT_RETURN_IF_ERROR(synchronize());
   outputs_.clear();
   for (format::ValueIndex v : spec_->outputs) outputs_.push_back(current_[static_cast<size_t>(v)]);
   return std::span<const TensorView>(outputs_);
@@ -143,7 +200,7 @@ Status Method::run_copy(const format::CopyInstruction& copy) {
   return Status();
 }
 
-Status Method::sync() {
+Status Method::synchronize() {
   return api_->synchronize(stream_);
 }
 

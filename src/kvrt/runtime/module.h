@@ -7,9 +7,21 @@
 //   auto logits = (*module)->prefill(prompt_ids, 0);    // [vocab] of the last token
 //   logits = (*module)->decode(next_id, prompt.size()); // one token at its position
 //   (*module)->reset();                                 // zero caches: new sequence
+//
+// Greedy decoding without a host round trip (methods with a `next_token` output):
+//
+//   module->submit_greedy("prefill", prompt_ids, 0);  // the token stays on the device
+//   module->submit_greedy_continuation(n);            // decode it at position n, queued
+//   int32_t first = *module->wait_token();            // the prefill's token, as decided
+//   module->submit_greedy_continuation(n + 1);        // queued before waiting again
+//   int32_t second = *module->wait_token();
+//
+// Every method runs on the module's one stream, so calls are ordered on the device and
+// only wait_token (and the logits-returning calls) wait on the host.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,6 +62,20 @@ class Module {
   // run("decode", {token}, position).
   Result<std::span<const float>> decode(int32_t token, int32_t position);
 
+  // True when prefill and decode choose the greedy token themselves (`next_token`).
+  bool has_device_greedy() const;
+  // Queues `method` on `tokens` at `position` (checked as run() checks them); its
+  // greedy token is kept on the device for a continuation and read back by
+  // wait_token(). Starts a new run of steps: tokens still queued are dropped.
+  Status submit_greedy(std::string_view method, std::span<const int32_t> tokens, int32_t position);
+  // Queues one decode step at `position` on the token the last submitted step chooses,
+  // read where that step writes it: the host does not wait for it.
+  Status submit_greedy_continuation(int32_t position);
+  // Waits for the oldest queued step and returns its token. InvalidState when
+  // nothing is queued.
+  Result<int32_t> wait_token();
+  size_t queued_tokens() const { return pending_.size(); }
+
   // Zeroes every mutable buffer: the next prefill starts a fresh sequence.
   Status reset();
 
@@ -62,16 +88,56 @@ class Module {
   // Bytes copied per buffer by the last run (0 for a directly bound cache, F2).
   const StepStats& last_stats() const;
   const Program& program() const { return *program_; }
+  // The stream every method runs on, and its device's API (events, copies).
+  engine::StreamHandle stream() const { return stream_; }
+  engine::DeviceApi& device_api() const { return *api_; }
   // The loaded method, or nullptr.
   Method* method(std::string_view name);
   std::vector<std::string> method_names() const;
 
   Module() = default;
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
 
  private:
+  // Where a method's outputs are, by output index (-1: the method lacks it).
+  struct Outputs {
+    int logits = -1;
+    int next_token = -1;
+  };
+  // A queued greedy step: its token arrives in host_tokens()[slot] when `done` fires.
+  struct Pending {
+    engine::EventHandle done = nullptr;
+    size_t slot = 0;
+  };
+  static constexpr size_t kRing = 8;  // pinned slots for queued steps' positions and tokens
+
+  Status init_io();
+  Status check_call(std::string_view name, std::span<const int32_t> tokens, int32_t position) const;
+  Result<size_t> method_index(std::string_view name) const;
+  Status submit(size_t method, const TensorView& tokens, int32_t position);
+  Status drain_queue();
+  int32_t* device_token_slot(size_t k) const;
+  int32_t* device_position() const;
+  int32_t* device_tokens() const;
+  float* host_logits() const;
+  int32_t* host_tokens() const;     // [kRing]
+  int32_t* host_positions() const;  // [kRing]
+  int32_t* host_staging() const;    // [max tokens]
+
   std::shared_ptr<const Program> program_;
-  std::unique_ptr<BufferSet> buffers_;  // before methods_: outlives them
+  engine::DeviceApi* api_ = nullptr;
+  Device device_;
+  engine::StreamHandle stream_ = nullptr;  // every method's; outlives them
+  std::unique_ptr<BufferSet> buffers_;     // before methods_: outlives them
   std::vector<std::unique_ptr<Method>> methods_;
+  std::vector<Outputs> outputs_;  // per method
+  int64_t max_call_tokens_ = 0;
+  Allocation device_io_, host_io_;
+  std::deque<Pending> pending_;
+  size_t submitted_ = 0;
+  size_t token_slot_ = 0;  // device slot the last greedy step wrote
   const Method* last_ = nullptr;
   StepStats empty_stats_;
   int64_t vocab_size_ = 0;

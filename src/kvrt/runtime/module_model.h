@@ -29,6 +29,15 @@ class ModuleModel final : public LanguageModel {
   uint64_t cache_bytes_copied_last_call() const override {
     return static_cast<uint64_t>(module_->last_stats().total_buffer_bytes());
   }
+  bool can_queue_greedy() const override { return module_->has_device_greedy(); }
+  Status queue_greedy(std::span<const int32_t> tokens, int32_t position) override {
+    const bool one = tokens.size() == 1 && module_->method(kDecodeMethod) != nullptr;
+    return module_->submit_greedy(one ? kDecodeMethod : kPrefillMethod, tokens, position);
+  }
+  Status queue_greedy_continuation(int32_t position) override {
+    return module_->submit_greedy_continuation(position);
+  }
+  Result<int32_t> wait_greedy_token() override { return module_->wait_token(); }
 
   Module& module() { return *module_; }
 

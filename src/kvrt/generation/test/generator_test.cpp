@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,74 @@ class CountingModel : public LanguageModel {
  private:
   int32_t vocab_, context_, chunk_;
   std::vector<float> logits_;
+};
+
+// CountingModel's rule on a pretend device: greedy steps are queued and their tokens
+// come back in order; a continuation reads the token its predecessor chose. Every step
+// writes its input token into `cache` at its position, as a KV cache would.
+class QueuingModel : public LanguageModel {
+ public:
+  QueuingModel(int32_t vocab, int32_t context, int32_t chunk)
+      : vocab_(vocab), context_(context), chunk_(chunk), logits_(static_cast<size_t>(vocab)) {}
+
+  Result<std::span<const float>> forward(std::span<const int32_t> tokens,
+                                         int32_t position) override {
+    KVRT_RETURN_IF_ERROR(write(tokens, position));
+    std::fill(logits_.begin(), logits_.end(), 0.0f);
+    logits_[static_cast<size_t>(next(tokens.back()))] = 10.0f;
+    return std::span<const float>(logits_);
+  }
+  int32_t max_context() const override { return context_; }
+  int32_t max_chunk() const override { return chunk_; }
+  Status reset() override {
+    cache.clear();
+    queue_.clear();
+    return Status();
+  }
+  bool can_queue_greedy() const override { return queueing; }
+  Status queue_greedy(std::span<const int32_t> tokens, int32_t position) override {
+    queue_.clear();
+    KVRT_RETURN_IF_ERROR(write(tokens, position));
+    last_ = next(tokens.back());
+    queue_.push_back(last_);
+    return Status();
+  }
+  Status queue_greedy_continuation(int32_t position) override {
+    if (queue_.empty() && !waited_any_) return invalid_state("nothing to continue");
+    const int32_t token = last_;
+    KVRT_RETURN_IF_ERROR(write(std::span<const int32_t>(&token, 1), position));
+    last_ = next(token);
+    queue_.push_back(last_);
+    return Status();
+  }
+  Result<int32_t> wait_greedy_token() override {
+    if (queue_.empty()) return invalid_state("nothing queued");
+    depth_at_wait.push_back(queue_.size());
+    const int32_t token = queue_.front();
+    queue_.erase(queue_.begin());
+    waited_any_ = true;
+    return token;
+  }
+
+  std::map<int32_t, int32_t> cache;  // position -> token
+  std::vector<size_t> depth_at_wait;
+  bool queueing = true;  // false: the generator must use forward()
+
+ private:
+  int32_t next(int32_t token) const { return (token + 1) % vocab_; }
+  Status write(std::span<const int32_t> tokens, int32_t position) {
+    if (position + static_cast<int32_t>(tokens.size()) > context_) {
+      return invalid_argument("past the context");
+    }
+    for (size_t i = 0; i < tokens.size(); ++i)
+      cache[position + static_cast<int32_t>(i)] = tokens[i];
+    return Status();
+  }
+  int32_t vocab_, context_, chunk_;
+  std::vector<float> logits_;
+  std::vector<int32_t> queue_;
+  int32_t last_ = 0;
+  bool waited_any_ = false;
 };
 
 GenerateOptions greedy(int32_t max_new_tokens) {
@@ -170,6 +239,94 @@ TEST(Generator, CallbackReturningFalseStops) {
   ASSERT_TRUE(result.ok());
   EXPECT_LE(result->ids.size(), 5u);
   EXPECT_LT(result->ids.size(), 20u);
+}
+
+// The queued loop must be indistinguishable from the host loop: the same ids and text,
+// and after the next turn the same tokens at the same cache positions.
+TEST(Generator, QueuedGreedyEqualsTheHostLoop) {
+  struct Case {
+    const char* name;
+    GenerateOptions options;
+    bool stop_after_two = false;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"max tokens", greedy(6)});
+  cases.push_back({"one token", greedy(1)});
+  GenerateOptions eos = greedy(50);
+  eos.eos_ids = {305};
+  cases.push_back({"eos", eos});
+  GenerateOptions stop = greedy(50);
+  stop.stop_strings = {"\x06"};
+  cases.push_back({"stop string", stop});
+  cases.push_back({"callback", greedy(50), true});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    QueuingModel queued(1000, 256, 4), host(1000, 256, 4);
+    host.queueing = false;
+    Generator a(queued, fixture_tokenizer());
+    Generator b(host, fixture_tokenizer());
+    const std::vector<int32_t> prompt = {300, 1, 2, 3, 4, 300};  // two chunks of 4
+    for (int turn = 0; turn < 2; ++turn) {
+      int pieces_a = 0, pieces_b = 0;
+      auto ra = a.generate(prompt, c.options, [&](std::string_view, int32_t) {
+        return !c.stop_after_two || ++pieces_a < 2;
+      });
+      auto rb = b.generate(prompt, c.options, [&](std::string_view, int32_t) {
+        return !c.stop_after_two || ++pieces_b < 2;
+      });
+      ASSERT_TRUE(ra.ok()) << ra.status().to_string();
+      ASSERT_TRUE(rb.ok()) << rb.status().to_string();
+      EXPECT_EQ(ra->ids, rb->ids);
+      EXPECT_EQ(ra->text, rb->text);
+      EXPECT_EQ(ra->stats.stop_reason, rb->stats.stop_reason);
+    }
+    EXPECT_FALSE(queued.depth_at_wait.empty());
+    EXPECT_TRUE(host.depth_at_wait.empty());
+    // The host loop still holds its last token; a final turn feeds it, after which both
+    // caches must hold the same conversation.
+    ASSERT_TRUE(a.generate(std::vector<int32_t>{7}, greedy(1)).ok());
+    ASSERT_TRUE(b.generate(std::vector<int32_t>{7}, greedy(1)).ok());
+    EXPECT_EQ(a.position(), b.position());
+    EXPECT_EQ(queued.cache, host.cache);
+  }
+}
+
+TEST(Generator, QueuedGreedyKeepsTheNextStepQueuedWhileItWaits) {
+  QueuingModel model(1000, 64, 16);
+  Generator generator(model, fixture_tokenizer());
+  auto result = generator.generate(std::vector<int32_t>{300, 301}, greedy(5));
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->ids, (std::vector<int32_t>{302, 303, 304, 305, 306}));
+  // Two steps in flight at every wait but the last (whose successor is never needed).
+  EXPECT_EQ(model.depth_at_wait, (std::vector<size_t>{2, 2, 2, 2, 1}));
+  EXPECT_EQ(generator.position(), 6);  // the fifth token is pending, not yet cached
+}
+
+TEST(Generator, QueuedGreedyDropsTheTokenPastEos) {
+  QueuingModel model(1000, 64, 16);
+  Generator generator(model, fixture_tokenizer());
+  GenerateOptions options = greedy(50);
+  options.eos_ids = {303};
+  auto result = generator.generate(std::vector<int32_t>{301}, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->ids, (std::vector<int32_t>{302, 303}));
+  // The step queued for 303 ran: 303 is in the cache at position 2, its own choice
+  // (304) is nowhere, and the next turn starts after it.
+  EXPECT_EQ(model.cache.at(2), 303);
+  EXPECT_EQ(generator.position(), 3);
+  auto next = generator.generate(std::vector<int32_t>{500}, greedy(1));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(model.cache.at(3), 500);
+  EXPECT_EQ(next->ids, (std::vector<int32_t>{501}));
+}
+
+TEST(Generator, SamplingOrPenaltiesUseTheHostLoop) {
+  QueuingModel model(1000, 64, 16);
+  Generator generator(model, fixture_tokenizer());
+  GenerateOptions options = greedy(3);
+  options.sampling.repetition_penalty = 1.3f;
+  ASSERT_TRUE(generator.generate(std::vector<int32_t>{300}, options).ok());
+  EXPECT_TRUE(model.depth_at_wait.empty());
 }
 
 }  // namespace

@@ -110,7 +110,59 @@ std::vector<std::vector<float>> run_steps(Module& module, const Reference& r) {
   return steps;
 }
 
+// n greedy tokens after `prompt`, the token chosen on the device and each step queued
+// before the previous token is read (the generation loop's pipeline).
+std::vector<int32_t> greedy_queued(Module& module, const std::vector<int32_t>& prompt, int n) {
+  std::vector<int32_t> out;
+  Status status = module.submit_greedy("prefill", prompt, 0);
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  for (int i = 0; status.ok() && i < n; ++i) {
+    if (i + 1 < n)
+      status = module.submit_greedy_continuation(static_cast<int32_t>(prompt.size()) + i);
+    Result<int32_t> token = module.wait_token();
+    EXPECT_TRUE(token.ok()) << token.status().to_string();
+    if (!token.ok()) break;
+    out.push_back(*token);
+  }
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  return out;
+}
+
+// n greedy tokens after `prompt` through the host: logits copied back, argmax here.
+std::vector<int32_t> greedy_on_host(Module& module, const std::vector<int32_t>& prompt, int n) {
+  std::vector<int32_t> out;
+  auto logits = module.prefill(prompt, 0);
+  for (int i = 0; i < n && logits.ok(); ++i) {
+    out.push_back(argmax(*logits));
+    if (i + 1 < n) logits = module.decode(out.back(), static_cast<int32_t>(prompt.size()) + i);
+  }
+  EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+  return out;
+}
+
 class CudaFixture : public ::testing::TestWithParam<std::string> {};
+
+// The device's argmax and the pipelined loop change nothing: the same launches produce
+// the same logits, so the tokens equal the host's argmax of them, step for step.
+TEST_P(CudaFixture, QueuedGreedyEqualsTheHostArgmaxOfTheSameLogits) {
+  KVRT_SKIP_WITHOUT_DEVICE();
+  const std::string dir = source_dir() + "/" + GetParam();
+  const Reference reference = read_reference(dir);
+  if (reference.prompt.empty()) GTEST_SKIP() << "no reference.json in " << dir;
+  const std::string path =
+      export_program(dir, DType::kBF16, fs::path(dir).filename().string() + "_greedy");
+  auto program = Program::load(path);
+  fs::remove(path);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  auto a = Module::create(*program, {.device = Device::cuda(0)});
+  auto b = Module::create(*program, {.device = Device::cuda(0)});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*b)->has_device_greedy());
+  const std::vector<int32_t> host = greedy_on_host(**a, reference.prompt, 24);
+  const std::vector<int32_t> queued = greedy_queued(**b, reference.prompt, 24);
+  EXPECT_EQ(queued, host);
+  EXPECT_EQ((*b)->last_stats().total_buffer_bytes(), 0);
+}
 
 // The CUDA engine computes in bf16, the CPU engine in f32 over the same bf16 cache: the
 // logits agree to bf16 accuracy, and greedy picks agree wherever the choice is clear.
@@ -277,6 +329,15 @@ TEST_F(CudaEngine, TwoModulesOnTwoThreads_D6) {
   t2.join();
   EXPECT_EQ(r1, alone);
   EXPECT_EQ(r2, alone);
+  // The queued pipeline too, two sequences at once on one GPU.
+  const std::vector<int32_t> prompt = {1, 7, 9};
+  std::vector<int32_t> q1, q2;
+  std::thread t3([&] { q1 = greedy_queued(**m1, prompt, 16); });
+  std::thread t4([&] { q2 = greedy_queued(**m2, prompt, 16); });
+  t3.join();
+  t4.join();
+  EXPECT_EQ(q1, alone);
+  EXPECT_EQ(q2, alone);
 }
 
 // The decode delegate of the program, bound directly to device memory.

@@ -1,0 +1,101 @@
+// Module's greedy pipeline: each step's token is chosen on the device (the methods'
+// `next_token` output) into one of two device slots; the next decode step reads it from
+// there, so the host queues step t+1 before it waits for token t, and only the 4-byte id
+// crosses to the host (into a pinned ring slot, with an event per step).
+#include "kvrt/runtime/module.h"
+
+namespace kvrt::runtime {
+
+bool Module::has_device_greedy() const {
+  for (const Outputs& io : outputs_) {
+    if (io.next_token < 0) return false;
+  }
+  return !outputs_.empty();
+}
+
+Status Module::submit_greedy(std::string_view name, std::span<const int32_t> tokens,
+                             int32_t position) {
+  KVRT_ASSIGN_OR_RETURN(size_t m, method_index(name));
+  if (outputs_[m].next_token < 0) {
+    return invalid_state("method '", name, "' has no next_token output");
+  }
+  KVRT_RETURN_IF_ERROR(check_call(name, tokens, position));
+  KVRT_RETURN_IF_ERROR(drain_queue());  // a new run of steps: earlier tokens are dropped
+  int32_t* staged = host_staging();
+  std::copy(tokens.begin(), tokens.end(), staged);
+  KVRT_RETURN_IF_ERROR(
+      api_->copy_async(device_tokens(), staged, tokens.size() * sizeof(int32_t), stream_));
+  const TensorView input(device_tokens(), DType::kI32, {1, static_cast<int64_t>(tokens.size())},
+                         device_);
+  return submit(m, input, position);
+}
+
+Status Module::submit_greedy_continuation(int32_t position) {
+  KVRT_ASSIGN_OR_RETURN(size_t m, method_index(kDecodeMethod));
+  if (submitted_ == 0) {
+    return invalid_state("no greedy step was submitted since the last reset");
+  }
+  if (outputs_[m].next_token < 0) {
+    return invalid_state("method 'decode' has no next_token output");
+  }
+  KVRT_RETURN_IF_ERROR(check_call(kDecodeMethod, {}, position));
+  if (max_seq_len_ > 0 && position >= max_seq_len_) {
+    return invalid_argument("method 'decode': position ", position, " does not fit the cache of ",
+                            max_seq_len_, " positions");
+  }
+  const TensorView input(device_token_slot(token_slot_), DType::kI32, {1, 1}, device_);
+  return submit(m, input, position);
+}
+
+// Stages the position through the next pinned ring slot, runs the method with its
+// next_token output in the other device slot, and queues the token's copy home.
+Status Module::submit(size_t m, const TensorView& tokens, int32_t position) {
+  if (pending_.size() == kRing) {
+    return invalid_state(kRing, " greedy steps are queued; wait_token() first");
+  }
+  const size_t ring = submitted_ % kRing;
+  host_positions()[ring] = position;
+  KVRT_RETURN_IF_ERROR(
+      api_->copy_async(device_position(), &host_positions()[ring], sizeof(int32_t), stream_));
+  const size_t slot = token_slot_ ^ 1;
+  const TensorView inputs[] = {tokens, TensorView(device_position(), DType::kI32, {1}, device_)};
+  std::vector<TensorView> outputs(static_cast<size_t>(outputs_[m].next_token) + 1);
+  outputs.back() = TensorView(device_token_slot(slot), DType::kI32, {1, 1}, device_);
+  RunOptions options;
+  options.outputs = outputs;
+  options.synchronize = false;
+  last_ = methods_[m].get();
+  KVRT_RETURN_IF_ERROR(methods_[m]->execute(inputs, options).status());
+  token_slot_ = slot;
+  ++submitted_;
+  Status queued =
+      api_->copy_async(&host_tokens()[ring], device_token_slot(slot), sizeof(int32_t), stream_);
+  Result<engine::EventHandle> done = queued.ok() ? api_->record_event(stream_) : queued;
+  if (!done.ok()) {
+    (void)api_->synchronize(stream_);  // nothing may run unseen
+    return done.status();
+  }
+  pending_.push_back({*done, ring});
+  return Status();
+}
+
+Result<int32_t> Module::wait_token() {
+  if (pending_.empty()) return invalid_state("no greedy step is queued");
+  const Pending step = pending_.front();
+  pending_.pop_front();
+  const Status waited = api_->wait_event(step.done);
+  api_->destroy_event(step.done);
+  KVRT_RETURN_IF_ERROR(waited);
+  return host_tokens()[step.slot];
+}
+
+Status Module::drain_queue() {
+  if (api_ == nullptr) return Status();
+  const Status synced = pending_.empty() ? Status() : api_->synchronize(stream_);
+  for (const Pending& step : pending_) api_->destroy_event(step.done);
+  pending_.clear();
+  submitted_ = 0;
+  return synced;
+}
+
+}  // namespace kvrt::runtime
