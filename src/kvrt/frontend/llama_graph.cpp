@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <string>
-#include <unordered_map>
 
+#include "kvrt/frontend/decoder_builder.h"
 #include "kvrt/frontend/llama_weights.h"
 
 namespace kvrt::frontend {
@@ -14,149 +14,78 @@ using graph::ValueId;
 using graph::ValueKind;
 using nlohmann::json;
 
-// Appends values and nodes; parameters come from the weight index (stored dtype and
-// shape), added once each however often they are used.
-class GraphWriter {
- public:
-  explicit GraphWriter(const WeightIndex& weights) : weights_(weights) {}
+using detail::DecoderBuilder;
+using detail::Dims;
 
-  ValueId input(std::string name, DType dtype, std::vector<Dim> shape) {
-    ValueId id = graph_.add_value({std::move(name), dtype, std::move(shape), ValueKind::kInput});
-    graph_.inputs.push_back(id);
-    return id;
+}  // namespace
+
+namespace detail {
+
+graph::Graph DecoderBuilder::build() {
+  ValueId tokens = w_.input("tokens", DType::kI32, {Dim::fixed(1), d_.t});
+  position_ = w_.input("position", DType::kI32, {Dim::fixed(1)});
+  ValueId x = w_.node("embed_tokens", "embedding", {tokens, w_.param("model.embed_tokens.weight")},
+                      {d_.t, d_.h});
+  const bool gemma = is_gemma(c_.architecture);
+  if (gemma) {
+    // HF multiplies by sqrt(hidden_size) as a tensor of the activations' dtype: f32 here,
+    // as in transformers' float32 run.
+    x = w_.node("embed_scale", "scale", {x}, {d_.t, d_.h},
+                {{"factor", std::sqrt(static_cast<double>(c_.hidden_size))}});
   }
-  ValueId buffer(std::string name, DType dtype, std::vector<Dim> shape) {
-    return graph_.add_value({std::move(name), dtype, std::move(shape), ValueKind::kBuffer});
+  for (int64_t layer = 0; layer < c_.num_hidden_layers; ++layer) {
+    x = gemma ? gemma_layer(layer, x) : llama_layer(layer, x);
   }
-  ValueId param(const std::string& name) {
-    auto known = params_.find(name);
-    if (known != params_.end()) return known->second;
-    const TensorRecord& record = weights_.find(name)->record;  // checked before building
-    std::vector<Dim> shape;
-    for (int64_t d : record.shape) shape.push_back(Dim::fixed(d));
-    ValueId id = graph_.add_value({name, record.dtype, std::move(shape), ValueKind::kParameter});
-    params_.emplace(name, id);
-    return id;
+  x = norm("final_norm", x, "model.norm.weight", d_.h);
+  x = w_.node("take_last", "take_last", {x}, {Dim::fixed(1), d_.h});
+  const char* head = c_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  const std::vector<Dim> logits_shape = {Dim::fixed(1), Dim::fixed(c_.vocab_size)};
+  const bool capped = c_.final_logit_softcapping.has_value();
+  ValueId logits = w_.node("lm_head", "linear", {x, w_.param(head)}, logits_shape, json::object(),
+                           capped ? "lm_head" : "logits");
+  if (capped) {
+    logits = w_.node("logit_softcap", "softcap", {logits}, logits_shape,
+                     {{"cap", *c_.final_logit_softcapping}}, "logits");
   }
-  // One node with one new f32 (or `dtype`) output value named `value_name`.
-  ValueId node(const std::string& name, const char* op, std::vector<ValueId> inputs,
-               std::vector<Dim> shape, json attributes = json::object(),
-               const std::string& value_name = "", DType dtype = DType::kF32) {
-    ValueId out = graph_.add_value({value_name.empty() ? name : value_name, dtype, std::move(shape),
-                                    ValueKind::kIntermediate});
-    graph_.nodes.push_back({name, op, std::move(inputs), {out}, std::move(attributes)});
-    return out;
+  w_.graph().outputs.push_back(logits);
+  // The greedy choice, made where the logits are: on a device only its id needs to
+  // reach the host, and the next decode step can read it where it lies.
+  ValueId next = w_.node("next_token", "argmax", {logits}, {Dim::fixed(1), Dim::fixed(1)},
+                         json::object(), "next_token", DType::kI32);
+  w_.graph().outputs.push_back(next);
+  return std::move(w_.graph());
+}
+
+// Llama, Qwen2, Qwen3, Mistral, Phi-3: pre-norm attention and SwiGLU blocks.
+graph::ValueId DecoderBuilder::llama_layer(int64_t layer, ValueId x) {
+  const std::string n = "layers." + std::to_string(layer) + ".";        // node names
+  const std::string p = "model.layers." + std::to_string(layer) + ".";  // tensor names
+  // Attention block: [T, H] -> [T, H].
+  ValueId normed = norm(n + "input_norm", x, p + "input_layernorm.weight", d_.h);
+  ValueId o = attention_block(layer, normed);
+  x = w_.node(n + "attn.residual", "add", {x, o}, {d_.t, d_.h});
+  // MLP block: [T, H] -> [T, I] -> [T, H].
+  normed = norm(n + "post_attention_norm", x, p + "post_attention_layernorm.weight", d_.h);
+  ValueId gate, up;
+  if (c_.architecture == Architecture::kPhi3) {
+    // Phi3MLP: gate, up = gate_up_proj(x).chunk(2, dim=-1).
+    const int64_t width = d_.mlp.size;
+    ValueId fused = linear(n + "mlp.gate_up_proj", normed, p + "mlp.gate_up_proj", c_.mlp_bias,
+                           Dim::fixed(2 * width));
+    gate = slice(n + "mlp.gate_slice", fused, 0, width);
+    up = slice(n + "mlp.up_slice", fused, width, width);
+  } else {
+    gate = linear(n + "mlp.gate_proj", normed, p + "mlp.gate_proj", c_.mlp_bias, d_.mlp);
+    up = linear(n + "mlp.up_proj", normed, p + "mlp.up_proj", c_.mlp_bias, d_.mlp);
   }
-  graph::Graph& graph() { return graph_; }
+  ValueId act = w_.node(n + "mlp.silu_mul", "silu_mul", {gate, up}, {d_.t, d_.mlp});
+  ValueId down = linear(n + "mlp.down_proj", act, p + "mlp.down_proj", c_.mlp_bias, d_.h);
+  return w_.node(n + "mlp.residual", "add", {x, down}, {d_.t, d_.h});
+}
 
- private:
-  const WeightIndex& weights_;
-  graph::Graph graph_;
-  std::unordered_map<std::string, ValueId> params_;
-};
+}  // namespace detail
 
-struct Dims {
-  Dim t;  // tokens in this call
-  Dim h, q_width, kv_width, mlp;
-  int64_t max_seq = 0;
-};
-
-class LlamaBuilder {
- public:
-  LlamaBuilder(const ModelConfig& config, const WeightIndex& weights, const BuildOptions& options,
-               Dims dims)
-      : c_(config), options_(options), d_(std::move(dims)), w_(weights) {}
-
-  graph::Graph build() {
-    ValueId tokens = w_.input("tokens", DType::kI32, {Dim::fixed(1), d_.t});
-    position_ = w_.input("position", DType::kI32, {Dim::fixed(1)});
-    ValueId x = w_.node("embed_tokens", "embedding",
-                        {tokens, w_.param("model.embed_tokens.weight")}, {d_.t, d_.h});
-    for (int64_t layer = 0; layer < c_.num_hidden_layers; ++layer) x = decoder_layer(layer, x);
-    x = w_.node("final_norm", "rms_norm", {x, w_.param("model.norm.weight")}, {d_.t, d_.h},
-                {{"eps", c_.rms_norm_eps}});
-    x = w_.node("take_last", "take_last", {x}, {Dim::fixed(1), d_.h});
-    const char* head = c_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    ValueId logits = w_.node("lm_head", "linear", {x, w_.param(head)},
-                             {Dim::fixed(1), Dim::fixed(c_.vocab_size)}, json::object(), "logits");
-    w_.graph().outputs.push_back(logits);
-    // The greedy choice, made where the logits are: on a device only its id needs to
-    // reach the host, and the next decode step can read it where it lies.
-    ValueId next = w_.node("next_token", "argmax", {logits}, {Dim::fixed(1), Dim::fixed(1)},
-                           json::object(), "next_token", DType::kI32);
-    w_.graph().outputs.push_back(next);
-    return std::move(w_.graph());
-  }
-
- private:
-  // x · weightᵀ (+ bias when the config has one): [T, K] -> [T, N].
-  ValueId linear(const std::string& node, ValueId x, const std::string& weight, bool bias, Dim n) {
-    std::vector<ValueId> inputs = {x, w_.param(weight + ".weight")};
-    if (bias) inputs.push_back(w_.param(weight + ".bias"));
-    return w_.node(node, "linear", std::move(inputs), {d_.t, n});
-  }
-
-  json rope_attributes(int64_t heads) const {
-    return {{"num_heads", heads},
-            {"head_dim", c_.head_dim},
-            {"theta", c_.rope_theta},
-            {"scaling", c_.rope_scaling.to_json()}};
-  }
-
-  // Writes `rows` [T, KVH·D] into cache buffer `name` at `position`; returns the
-  // updated cache value and records the mutation.
-  ValueId cache_write(const std::string& node, const std::string& name, ValueId rows) {
-    const std::vector<Dim> shape = {Dim::fixed(c_.num_key_value_heads), Dim::fixed(d_.max_seq),
-                                    Dim::fixed(c_.head_dim)};
-    ValueId cache = w_.buffer(name, options_.cache_dtype, shape);
-    ValueId updated = w_.node(node, "kv_cache_write", {cache, rows, position_}, shape,
-                              json::object(), name + ".updated", options_.cache_dtype);
-    w_.graph().mutations.push_back({cache, updated});
-    return updated;
-  }
-
-  ValueId decoder_layer(int64_t layer, ValueId x) {
-    const std::string n = "layers." + std::to_string(layer) + ".";        // node names
-    const std::string p = "model.layers." + std::to_string(layer) + ".";  // tensor names
-    const std::string i = std::to_string(layer);
-    // Attention block: [T, H] -> [T, H].
-    ValueId normed =
-        w_.node(n + "input_norm", "rms_norm", {x, w_.param(p + "input_layernorm.weight")},
-                {d_.t, d_.h}, {{"eps", c_.rms_norm_eps}});
-    ValueId q = linear(n + "attn.q_proj", normed, p + "self_attn.q_proj", c_.qkv_bias, d_.q_width);
-    ValueId k = linear(n + "attn.k_proj", normed, p + "self_attn.k_proj", c_.qkv_bias, d_.kv_width);
-    ValueId v = linear(n + "attn.v_proj", normed, p + "self_attn.v_proj", c_.qkv_bias, d_.kv_width);
-    q = w_.node(n + "attn.q_rope", "rope", {q, position_}, {d_.t, d_.q_width},
-                rope_attributes(c_.num_attention_heads));
-    k = w_.node(n + "attn.k_rope", "rope", {k, position_}, {d_.t, d_.kv_width},
-                rope_attributes(c_.num_key_value_heads));
-    ValueId k_cache = cache_write(n + "attn.k_cache_write", "k_cache." + i, k);
-    ValueId v_cache = cache_write(n + "attn.v_cache_write", "v_cache." + i, v);
-    ValueId attended = w_.node(n + "attn.attention", "attention", {q, k_cache, v_cache, position_},
-                               {d_.t, d_.q_width},
-                               {{"num_heads", c_.num_attention_heads},
-                                {"num_kv_heads", c_.num_key_value_heads},
-                                {"head_dim", c_.head_dim},
-                                {"scale", 1.0 / std::sqrt(static_cast<double>(c_.head_dim))}});
-    ValueId o = linear(n + "attn.o_proj", attended, p + "self_attn.o_proj", c_.o_bias, d_.h);
-    x = w_.node(n + "attn.residual", "add", {x, o}, {d_.t, d_.h});
-    // MLP block: [T, H] -> [T, I] -> [T, H].
-    normed = w_.node(n + "post_attention_norm", "rms_norm",
-                     {x, w_.param(p + "post_attention_layernorm.weight")}, {d_.t, d_.h},
-                     {{"eps", c_.rms_norm_eps}});
-    ValueId gate = linear(n + "mlp.gate_proj", normed, p + "mlp.gate_proj", c_.mlp_bias, d_.mlp);
-    ValueId up = linear(n + "mlp.up_proj", normed, p + "mlp.up_proj", c_.mlp_bias, d_.mlp);
-    ValueId act = w_.node(n + "mlp.silu_mul", "silu_mul", {gate, up}, {d_.t, d_.mlp});
-    ValueId down = linear(n + "mlp.down_proj", act, p + "mlp.down_proj", c_.mlp_bias, d_.h);
-    return w_.node(n + "mlp.residual", "add", {x, down}, {d_.t, d_.h});
-  }
-
-  const ModelConfig& c_;
-  const BuildOptions& options_;
-  Dims d_;
-  GraphWriter w_;
-  ValueId position_ = -1;
-};
+namespace {
 
 Result<Dims> resolve_dims(const ModelConfig& config, const BuildOptions& options) {
   Dims dims;
@@ -196,7 +125,7 @@ Result<graph::Graph> build_llama_graph(const ModelConfig& config, const WeightIn
                                        const BuildOptions& options) {
   KVRT_RETURN_IF_ERROR(check_llama_weights(config, weights));
   KVRT_ASSIGN_OR_RETURN(Dims dims, resolve_dims(config, options));
-  graph::Graph graph = LlamaBuilder(config, weights, options, std::move(dims)).build();
+  graph::Graph graph = DecoderBuilder(config, weights, options, std::move(dims)).build();
   Status valid = graph.validate();
   if (!valid.ok()) return internal_error("built an invalid graph: ", valid.message());
   return graph;

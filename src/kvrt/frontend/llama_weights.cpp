@@ -54,12 +54,21 @@ std::vector<ExpectedTensor> expected_llama_tensors(const ModelConfig& c) {
   const int64_t i = c.intermediate_size;
   std::vector<ExpectedTensor> out;
   out.push_back({kEmbedding, {c.vocab_size, h}});
+  const bool fused = c.architecture == Architecture::kPhi3;  // qkv_proj, gate_up_proj
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "self_attn.q_proj.weight", {q_width, h}});
-    out.push_back({p + "self_attn.k_proj.weight", {kv_width, h}});
-    out.push_back({p + "self_attn.v_proj.weight", {kv_width, h}});
+    if (fused) {
+      out.push_back({p + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, h}});
+    } else {
+      out.push_back({p + "self_attn.q_proj.weight", {q_width, h}});
+      out.push_back({p + "self_attn.k_proj.weight", {kv_width, h}});
+      out.push_back({p + "self_attn.v_proj.weight", {kv_width, h}});
+    }
+    if (has_qk_norm(c.architecture)) {
+      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
     if (c.qkv_bias) {
       out.push_back({p + "self_attn.q_proj.bias", {q_width}});
       out.push_back({p + "self_attn.k_proj.bias", {kv_width}});
@@ -68,8 +77,16 @@ std::vector<ExpectedTensor> expected_llama_tensors(const ModelConfig& c) {
     out.push_back({p + "self_attn.o_proj.weight", {h, q_width}});
     if (c.o_bias) out.push_back({p + "self_attn.o_proj.bias", {h}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
-    out.push_back({p + "mlp.gate_proj.weight", {i, h}});
-    out.push_back({p + "mlp.up_proj.weight", {i, h}});
+    if (c.architecture == Architecture::kGemma3) {
+      out.push_back({p + "pre_feedforward_layernorm.weight", {h}});
+      out.push_back({p + "post_feedforward_layernorm.weight", {h}});
+    }
+    if (fused) {
+      out.push_back({p + "mlp.gate_up_proj.weight", {2 * i, h}});
+    } else {
+      out.push_back({p + "mlp.gate_proj.weight", {i, h}});
+      out.push_back({p + "mlp.up_proj.weight", {i, h}});
+    }
     out.push_back({p + "mlp.down_proj.weight", {h, i}});
     if (c.mlp_bias) {
       out.push_back({p + "mlp.gate_proj.bias", {i}});

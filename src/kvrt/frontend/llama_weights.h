@@ -1,5 +1,6 @@
-// The checkpoint tensors a Llama/Qwen2 config implies, with their shapes, and the
-// check that a checkpoint holds exactly those (names as Hugging Face writes them).
+// The checkpoint tensors a config implies (every architecture of model_config.h), with
+// their shapes, and the check that a checkpoint holds exactly those (names as Hugging
+// Face writes them).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,9 @@ struct ExpectedTensor {
   std::vector<int64_t> shape;
 };
 
-// Embedding, per layer (norms, q/k/v/o, gate/up/down, biases the config asks for),
-// final norm, and lm_head.weight unless the embeddings are tied.
+// Embedding, per layer (norms, q/k/v/o, gate/up/down, biases the config asks for; Phi-3's
+// fused qkv_proj and gate_up_proj; Qwen3/Gemma 3 q_norm, k_norm; Gemma 3's pre/post
+// feed-forward norms), final norm, and lm_head.weight unless the embeddings are tied.
 std::vector<ExpectedTensor> expected_llama_tensors(const ModelConfig& config);
 
 // Every expected tensor exists with the expected shape and a floating dtype (f32, f16,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kvrt/frontend/family_config.h"
 #include "kvrt/frontend/json_fields.h"
 #include "kvrt/frontend/rope_config.h"
 
@@ -16,6 +17,30 @@ Status refuse(const JsonFields& fields, std::string_view key, std::string_view w
   return fields.error(ErrorCode::kNotSupported, key, why);
 }
 
+struct ArchitectureName {
+  Architecture architecture;
+  std::string_view class_name;  // config.json "architectures"
+  std::string_view model_type;
+};
+constexpr ArchitectureName kArchitectures[] = {
+    {Architecture::kLlama, "LlamaForCausalLM", "llama"},
+    {Architecture::kQwen2, "Qwen2ForCausalLM", "qwen2"},
+    {Architecture::kQwen3, "Qwen3ForCausalLM", "qwen3"},
+    {Architecture::kMistral, "MistralForCausalLM", "mistral"},
+    {Architecture::kPhi3, "Phi3ForCausalLM", "phi3"},
+    {Architecture::kGemma, "GemmaForCausalLM", "gemma"},
+    {Architecture::kGemma3, "Gemma3ForCausalLM", "gemma3_text"},
+};
+
+std::string supported_list(bool class_names) {
+  std::string out;
+  for (const ArchitectureName& entry : kArchitectures) {
+    if (!out.empty()) out += ", ";
+    out += class_names ? entry.class_name : entry.model_type;
+  }
+  return out;
+}
+
 Result<Architecture> read_architecture(const JsonFields& fields) {
   std::optional<Architecture> from_list;
   if (const json* list = fields.get("architectures")) {
@@ -23,28 +48,27 @@ Result<Architecture> read_architecture(const JsonFields& fields) {
       return fields.error("architectures", "expected a non-empty list of class names");
     }
     for (const json& name : *list) {
-      Architecture found;
-      if (name == "LlamaForCausalLM") {
-        found = Architecture::kLlama;
-      } else if (name == "Qwen2ForCausalLM") {
-        found = Architecture::kQwen2;
-      } else {
-        return refuse(fields, "architectures",
-                      name.dump() + " is not supported (LlamaForCausalLM, Qwen2ForCausalLM)");
+      std::optional<Architecture> found;
+      for (const ArchitectureName& entry : kArchitectures) {
+        if (name == entry.class_name) found = entry.architecture;
       }
-      if (from_list && *from_list != found) return fields.error("architectures", "mixes models");
+      if (!found) {
+        return refuse(fields, "architectures",
+                      name.dump() + " is not supported (" + supported_list(true) + ")");
+      }
+      if (from_list && *from_list != *found) return fields.error("architectures", "mixes models");
       from_list = found;
     }
   }
   KVRT_ASSIGN_OR_RETURN(auto model_type, fields.optional_string("model_type"));
   std::optional<Architecture> from_type;
   if (model_type) {
-    if (*model_type == "llama") {
-      from_type = Architecture::kLlama;
-    } else if (*model_type == "qwen2") {
-      from_type = Architecture::kQwen2;
-    } else {
-      return refuse(fields, "model_type", "'" + *model_type + "' is not supported (llama, qwen2)");
+    for (const ArchitectureName& entry : kArchitectures) {
+      if (*model_type == entry.model_type) from_type = entry.architecture;
+    }
+    if (!from_type) {
+      return refuse(fields, "model_type",
+                    "'" + *model_type + "' is not supported (" + supported_list(false) + ")");
     }
   }
   if (from_list && from_type && *from_list != *from_type) {
@@ -81,8 +105,10 @@ Result<std::optional<DType>> read_dtype(const JsonFields& fields) {
 // Features that change the math of a Llama-family model and that kvrt does not
 // implement. A present, non-null, non-false value is refused.
 Status refuse_unimplemented(const JsonFields& fields, const ModelConfig& config) {
+  const Architecture arch = config.architecture;
   KVRT_ASSIGN_OR_RETURN(auto act, fields.optional_string("hidden_act"));
-  if (act && *act != "silu" && *act != "swish") {
+  // Gemma's modeling code reads hidden_activation, never hidden_act (family_config.cpp).
+  if (act && *act != "silu" && *act != "swish" && !is_gemma(arch)) {
     return refuse(fields, "hidden_act", "'" + *act + "' is not supported (silu)");
   }
   KVRT_ASSIGN_OR_RETURN(auto tp, fields.optional_int("pretraining_tp"));
@@ -95,16 +121,24 @@ Status refuse_unimplemented(const JsonFields& fields, const ModelConfig& config)
         "logits_scaling", "residual_multiplier", "attention_multiplier", "use_qk_norm",
         "qk_layernorm", "no_rope_layers"}) {
     const json* value = fields.get(key);
-    if (value != nullptr && *value != false) return refuse(fields, key, "is not supported");
+    const bool read_by_family =
+        arch == Architecture::kGemma3 && std::string_view(key) == "final_logit_softcapping";
+    if (value != nullptr && *value != false && !read_by_family) {
+      return refuse(fields, key, "is not supported");
+    }
   }
   KVRT_ASSIGN_OR_RETURN(auto sliding, fields.optional_bool("use_sliding_window"));
   if (sliding.value_or(false)) {
     return refuse(fields, "use_sliding_window", "sliding-window attention is not supported");
   }
-  if (config.architecture == Architecture::kLlama && fields.has("sliding_window")) {
+  if ((arch == Architecture::kLlama || arch == Architecture::kGemma) &&
+      fields.has("sliding_window")) {
     return refuse(fields, "sliding_window", "sliding-window attention is not supported");
   }
-  if (const json* types = fields.get("layer_types")) {
+  // Mistral, Phi-3 and Gemma 3 read their layer types with their window (family_config.cpp).
+  const bool windowed = arch == Architecture::kMistral || arch == Architecture::kPhi3 ||
+                        arch == Architecture::kGemma3;
+  if (const json* types = fields.get("layer_types"); types != nullptr && !windowed) {
     if (!types->is_array()) return fields.error("layer_types", "expected a list");
     for (const json& type : *types) {
       if (type != "full_attention") {
@@ -116,7 +150,17 @@ Status refuse_unimplemented(const JsonFields& fields, const ModelConfig& config)
 }
 
 Status read_biases(const JsonFields& fields, ModelConfig& config) {
-  if (config.architecture == Architecture::kQwen2) {
+  const Architecture arch = config.architecture;
+  if (arch == Architecture::kMistral || arch == Architecture::kPhi3) {
+    return Status();  // no bias anywhere in their modeling code
+  }
+  if (arch == Architecture::kQwen3 || is_gemma(arch)) {
+    // attention_bias puts a bias on q, k, v and o; the MLP has none.
+    KVRT_ASSIGN_OR_RETURN(auto attention_bias, fields.optional_bool("attention_bias"));
+    config.qkv_bias = config.o_bias = attention_bias.value_or(false);
+    return Status();
+  }
+  if (arch == Architecture::kQwen2) {
     // Qwen2's modeling code hard-wires these; the checkpoint's tensors are checked
     // against them by the graph builder, which refuses any extra or missing bias.
     config.qkv_bias = true;
@@ -129,6 +173,25 @@ Status read_biases(const JsonFields& fields, ModelConfig& config) {
   config.qkv_bias = config.o_bias = attention_bias.value_or(false);
   config.mlp_bias = mlp_bias.value_or(false);
   return Status();
+}
+
+// max_position_embeddings when config.json omits it: each config class's default.
+int64_t default_positions(Architecture arch) {
+  switch (arch) {
+    case Architecture::kQwen2:
+    case Architecture::kQwen3:
+      return 32768;
+    case Architecture::kMistral:
+    case Architecture::kGemma3:
+      return 131072;
+    case Architecture::kPhi3:
+      return 4096;
+    case Architecture::kGemma:
+      return 8192;
+    case Architecture::kLlama:
+      break;
+  }
+  return 2048;
 }
 
 Status read_shapes(const JsonFields& fields, ModelConfig& config) {
@@ -144,8 +207,13 @@ Status read_shapes(const JsonFields& fields, ModelConfig& config) {
                         std::to_string(config.num_key_value_heads) + " does not divide " +
                             std::to_string(config.num_attention_heads) + " attention heads");
   }
+  // transformers' class defaults: Qwen3Config head_dim 128, Gemma(3) 256.
+  const Architecture arch = config.architecture;
+  const int64_t default_head_dim = arch == Architecture::kQwen3 ? 128 : is_gemma(arch) ? 256 : 0;
   if (fields.has("head_dim")) {
     KVRT_ASSIGN_OR_RETURN(config.head_dim, read_dim(fields, "head_dim"));
+  } else if (default_head_dim > 0) {
+    config.head_dim = default_head_dim;
   } else if (config.hidden_size % config.num_attention_heads != 0) {
     return fields.error("num_attention_heads", std::to_string(config.num_attention_heads) +
                                                    " does not divide hidden_size " +
@@ -158,25 +226,37 @@ Status read_shapes(const JsonFields& fields, ModelConfig& config) {
     return fields.error("head_dim", "rotary embedding needs an even head_dim, got " +
                                         std::to_string(config.head_dim));
   }
-  const int64_t default_positions = config.architecture == Architecture::kQwen2 ? 32768 : 2048;
   KVRT_ASSIGN_OR_RETURN(config.max_position_embeddings,
-                        read_dim_or(fields, "max_position_embeddings", default_positions));
+                        read_dim_or(fields, "max_position_embeddings", default_positions(arch)));
+  if (arch == Architecture::kPhi3) config.rms_norm_eps = 1e-5;  // Phi3Config's default
   if (fields.has("rms_norm_eps")) {
     KVRT_ASSIGN_OR_RETURN(config.rms_norm_eps, fields.positive_number("rms_norm_eps"));
   }
   KVRT_ASSIGN_OR_RETURN(auto tied, fields.optional_bool("tie_word_embeddings"));
-  config.tie_word_embeddings = tied.value_or(false);
+  config.tie_word_embeddings = tied.value_or(is_gemma(arch));
   return Status();
 }
 
 }  // namespace
 
 std::string_view architecture_name(Architecture architecture) {
-  return architecture == Architecture::kQwen2 ? "qwen2" : "llama";
+  for (const ArchitectureName& entry : kArchitectures) {
+    if (entry.architecture == architecture) return entry.model_type;
+  }
+  return "llama";
+}
+
+bool has_qk_norm(Architecture architecture) {
+  return architecture == Architecture::kQwen3 || architecture == Architecture::kGemma3;
+}
+
+bool is_gemma(Architecture architecture) {
+  return architecture == Architecture::kGemma || architecture == Architecture::kGemma3;
 }
 
 json RopeScaling::to_json() const {
   if (type == RopeType::kDefault) return {{"type", "default"}};
+  if (type == RopeType::kLinear) return {{"type", "linear"}, {"factor", factor}};
   return {{"type", "llama3"},
           {"factor", factor},
           {"low_freq_factor", low_freq_factor},
@@ -194,6 +274,7 @@ Result<ModelConfig> parse_model_config(const json& root, const std::string& sour
     KVRT_RETURN_IF_ERROR(read_shapes(fields, config));
     KVRT_RETURN_IF_ERROR(read_biases(fields, config));
     KVRT_RETURN_IF_ERROR(read_rope(fields, config));
+    KVRT_RETURN_IF_ERROR(read_family_fields(fields, config));
     KVRT_ASSIGN_OR_RETURN(config.dtype, read_dtype(fields));
     KVRT_ASSIGN_OR_RETURN(config.bos_token_id, fields.optional_int("bos_token_id"));
     KVRT_ASSIGN_OR_RETURN(config.eos_token_ids, fields.token_ids("eos_token_id"));

@@ -8,9 +8,12 @@
 
 namespace kvrt::frontend {
 
-// Sets config.rope_theta and config.rope_scaling. Refuses (NotSupported, naming the
-// field) rope types other than default and llama3, partial rotary factors, unknown
-// keys inside the RoPE object, and the two spellings disagreeing.
+// Sets config.rope_theta, config.rope_scaling and config.partial_rotary_factor, and for
+// Gemma 3 config.local_rope_theta / local_rope_scaling (rope_local_base_freq, or 5.x's
+// rope_parameters keyed by layer type). Needs config.architecture. Refuses
+// (NotSupported, naming the field) rope types other than default, linear and llama3,
+// partial rotary factors outside Phi-3, unknown keys inside the RoPE object, and the
+// spellings disagreeing.
 Status read_rope(const JsonFields& fields, ModelConfig& config);
 
 }  // namespace kvrt::frontend

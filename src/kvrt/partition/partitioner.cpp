@@ -12,6 +12,8 @@ namespace {
 constexpr std::string_view kKnownOps[] = {"embedding",      "rms_norm",  "linear",   "rope",
                                           "kv_cache_write", "attention", "silu_mul", "add",
                                           "take_last",      "argmax"};
+// Ops only some model families use (Gemma, Gemma 3, Phi-3).
+constexpr std::string_view kFamilyOps[] = {"scale", "gelu_tanh_mul", "softcap", "slice"};
 
 }  // namespace
 
@@ -20,7 +22,8 @@ std::string_view placement_name(Placement placement) {
 }
 
 bool is_known_op(std::string_view op) {
-  return std::find(std::begin(kKnownOps), std::end(kKnownOps), op) != std::end(kKnownOps);
+  return std::find(std::begin(kKnownOps), std::end(kKnownOps), op) != std::end(kKnownOps) ||
+         std::find(std::begin(kFamilyOps), std::end(kFamilyOps), op) != std::end(kFamilyOps);
 }
 
 bool engine_supports(std::string_view op) {

@@ -18,6 +18,12 @@ std::vector<float> rope_inv_freq(int64_t head_dim, double theta, const RopeScali
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
     inv_freq[static_cast<size_t>(i)] = 1.0f / std::pow(base, exponent);
   }
+  if (scaling.type == RopeScaling::Type::kLinear) {
+    // transformers' _compute_linear_scaling_rope_parameters: inv_freq /= factor.
+    const float factor = static_cast<float>(scaling.factor);
+    for (float& f : inv_freq) f = f / factor;
+    return inv_freq;
+  }
   if (scaling.type != RopeScaling::Type::kLlama3) return inv_freq;
 
   // transformers' _compute_llama3_parameters: long wavelengths are divided by `factor`,
@@ -44,8 +50,8 @@ std::vector<float> rope_inv_freq(int64_t head_dim, double theta, const RopeScali
 }
 
 void rope(const float* x, int64_t T, int64_t num_heads, int64_t head_dim, int64_t P,
-          const float* inv_freq, float* out) {
-  const int64_t half = head_dim / 2;
+          const float* inv_freq, float* out, int64_t rotary_dim) {
+  const int64_t half = rotary_dim / 2;
   thread_local std::vector<float> cos_sin;
   cos_sin.resize(static_cast<size_t>(2 * half));
   for (int64_t t = 0; t < T; ++t) {
@@ -65,19 +71,22 @@ void rope(const float* x, int64_t T, int64_t num_heads, int64_t head_dim, int64_
         dst[i] = a * c + (-b) * s;
         dst[i + half] = b * c + a * s;
       }
+      // Partial rotary: torch.cat([rotated, x[..., rotary_dim:]]).
+      if (dst != src) std::copy(src + rotary_dim, src + head_dim, dst + rotary_dim);
     }
   }
 }
 
 namespace {
 
-// One (token, query head) pair: out [D] = softmax(q . k_j * scale) . v_j over j < length.
+// One (token, query head) pair: out [D] = softmax(q . k_j * scale) . v_j over
+// first <= j < first + length.
 void attend_one(const float* q, const void* k_cache, const void* v_cache, DType cache_dtype,
-                int64_t S, int64_t head_dim, int64_t kv_head, int64_t length, float scale,
-                float* out, std::vector<float>& scores, std::vector<float>& row) {
+                int64_t S, int64_t head_dim, int64_t kv_head, int64_t first, int64_t length,
+                float scale, float* out, std::vector<float>& scores, std::vector<float>& row) {
   scores.resize(static_cast<size_t>(length));
   row.resize(static_cast<size_t>(head_dim));
-  const int64_t base = kv_head * S * head_dim;
+  const int64_t base = (kv_head * S + first) * head_dim;
   const bool f32 = cache_dtype == DType::kF32;
   float max_score = -INFINITY;
   for (int64_t j = 0; j < length; ++j) {
@@ -107,15 +116,17 @@ void attend_one(const float* q, const void* k_cache, const void* v_cache, DType 
 
 void attention(const float* q, int64_t T, const void* k_cache, const void* v_cache,
                DType cache_dtype, int64_t S, int64_t num_heads, int64_t kv_heads, int64_t head_dim,
-               float scale, int64_t P, float* out, ThreadPool* pool) {
+               float scale, int64_t P, float* out, ThreadPool* pool, int64_t window) {
   const int64_t group = num_heads / kv_heads;
   auto run = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores, row;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / num_heads, h = item % num_heads;
       const int64_t offset = (t * num_heads + h) * head_dim;
-      attend_one(q + offset, k_cache, v_cache, cache_dtype, S, head_dim, h / group, P + t + 1,
-                 scale, out + offset, scores, row);
+      // HF's sliding-window mask keeps kv_idx > q_idx - window.
+      const int64_t first = window > 0 ? std::max<int64_t>(0, P + t - window + 1) : 0;
+      attend_one(q + offset, k_cache, v_cache, cache_dtype, S, head_dim, h / group, first,
+                 P + t + 1 - first, scale, out + offset, scores, row);
     }
   };
   const int64_t items = T * num_heads;

@@ -153,12 +153,16 @@ void embedding(const int32_t* tokens, int64_t T, const void* table, DType table_
 }
 
 void rms_norm(const float* x, int64_t T, int64_t H, const void* weight, DType weight_dtype,
-              float eps, float* out) {
+              float eps, float* out, bool unit_offset) {
   thread_local std::vector<float> widened;
   const float* w = static_cast<const float*>(weight);
-  if (weight_dtype != DType::kF32) {
+  if (weight_dtype != DType::kF32 || unit_offset) {
     widened.resize(static_cast<size_t>(H));
     widen(weight, weight_dtype, 0, H, widened.data());
+    // Gemma: output * (1.0 + weight.float()), the sum rounded to f32 first.
+    if (unit_offset) {
+      for (float& value : widened) value = 1.0f + value;
+    }
     w = widened.data();
   }
   for (int64_t t = 0; t < T; ++t) {

@@ -22,6 +22,10 @@ constexpr OpName kOpNames[] = {
     {"add", OpKind::kAdd},
     {"take_last", OpKind::kTakeLast},
     {"argmax", OpKind::kArgmax},
+    {"scale", OpKind::kScale},
+    {"gelu_tanh_mul", OpKind::kGeluTanhMul},
+    {"softcap", OpKind::kSoftcap},
+    {"slice", OpKind::kSlice},
 };
 
 Result<double> number_attr(const nlohmann::json& attrs, std::string_view node, const char* key) {
@@ -41,6 +45,24 @@ Result<int64_t> positive_int_attr(const nlohmann::json& attrs, std::string_view 
   return it->get<int64_t>();
 }
 
+// An optional attribute: absent or null gives `fallback`.
+Result<int64_t> optional_positive_int_attr(const nlohmann::json& attrs, std::string_view node,
+                                           const char* key, int64_t fallback) {
+  auto it = attrs.find(key);
+  if (it == attrs.end() || it->is_null()) return fallback;
+  return positive_int_attr(attrs, node, key);
+}
+
+Result<bool> optional_bool_attr(const nlohmann::json& attrs, std::string_view node,
+                                const char* key) {
+  auto it = attrs.find(key);
+  if (it == attrs.end() || it->is_null()) return false;
+  if (!it->is_boolean()) {
+    return invalid_program("node '", node, "': attribute '", key, "' must be a boolean");
+  }
+  return it->get<bool>();
+}
+
 Result<kernels::RopeScaling> rope_scaling_attr(const nlohmann::json& attrs, std::string_view node) {
   kernels::RopeScaling scaling;
   auto it = attrs.find("scaling");
@@ -56,6 +78,14 @@ Result<kernels::RopeScaling> rope_scaling_attr(const nlohmann::json& attrs, std:
   }
   const std::string& name = type->get_ref<const std::string&>();
   if (name == "default") return scaling;
+  if (name == "linear") {
+    scaling.type = kernels::RopeScaling::Type::kLinear;
+    KVRT_ASSIGN_OR_RETURN(scaling.factor, number_attr(object, node, "factor"));
+    if (!(scaling.factor > 0)) {
+      return invalid_program("node '", node, "': linear rope scaling needs factor > 0");
+    }
+    return scaling;
+  }
   if (name != "llama3") {
     return invalid_program("node '", node, "': unknown rope scaling type '", name, "'");
   }
@@ -96,7 +126,12 @@ bool op_arity_ok(OpKind kind, size_t num_inputs, size_t num_outputs) {
     case OpKind::kRope:
     case OpKind::kSiluMul:
     case OpKind::kAdd:
+    case OpKind::kGeluTanhMul:
       return num_inputs == 2;
+    case OpKind::kScale:
+    case OpKind::kSoftcap:
+    case OpKind::kSlice:
+      return num_inputs == 1;
     case OpKind::kLinear:
       return num_inputs == 2 || num_inputs == 3;
     case OpKind::kKvCacheWrite:
@@ -121,6 +156,9 @@ Result<PreparedOp> prepare_op(std::string_view op, std::string_view node,
       KVRT_ASSIGN_OR_RETURN(double eps, number_attr(attrs, node, "eps"));
       if (!(eps >= 0)) return invalid_program("node '", node, "': eps must be >= 0");
       prepared.eps = static_cast<float>(eps);
+      KVRT_ASSIGN_OR_RETURN(prepared.unit_offset, optional_bool_attr(attrs, node, "unit_offset"));
+      KVRT_ASSIGN_OR_RETURN(prepared.norm_width,
+                            optional_positive_int_attr(attrs, node, "head_dim", 0));
       break;
     }
     case OpKind::kRope: {
@@ -130,8 +168,14 @@ Result<PreparedOp> prepare_op(std::string_view op, std::string_view node,
       if (prepared.head_dim % 2 != 0 || !(theta > 0)) {
         return invalid_program("node '", node, "': rope needs an even head_dim and theta > 0");
       }
+      KVRT_ASSIGN_OR_RETURN(prepared.rotary_dim, optional_positive_int_attr(
+                                                     attrs, node, "rotary_dim", prepared.head_dim));
+      if (prepared.rotary_dim % 2 != 0 || prepared.rotary_dim > prepared.head_dim) {
+        return invalid_program("node '", node, "': rotary_dim ", prepared.rotary_dim,
+                               " must be even and at most head_dim ", prepared.head_dim);
+      }
       KVRT_ASSIGN_OR_RETURN(kernels::RopeScaling scaling, rope_scaling_attr(attrs, node));
-      prepared.inv_freq = kernels::rope_inv_freq(prepared.head_dim, theta, scaling);
+      prepared.inv_freq = kernels::rope_inv_freq(prepared.rotary_dim, theta, scaling);
       break;
     }
     case OpKind::kAttention: {
@@ -144,6 +188,27 @@ Result<PreparedOp> prepare_op(std::string_view op, std::string_view node,
                                " is not a multiple of num_kv_heads ", prepared.num_kv_heads);
       }
       prepared.scale = static_cast<float>(scale);
+      KVRT_ASSIGN_OR_RETURN(prepared.window, optional_positive_int_attr(attrs, node, "window", 0));
+      break;
+    }
+    case OpKind::kScale: {
+      KVRT_ASSIGN_OR_RETURN(double factor, number_attr(attrs, node, "factor"));
+      prepared.factor = static_cast<float>(factor);
+      break;
+    }
+    case OpKind::kSoftcap: {
+      KVRT_ASSIGN_OR_RETURN(double cap, number_attr(attrs, node, "cap"));
+      if (!(cap > 0)) return invalid_program("node '", node, "': cap must be > 0");
+      prepared.factor = static_cast<float>(cap);
+      break;
+    }
+    case OpKind::kSlice: {
+      auto begin = attrs.find("begin");
+      if (begin == attrs.end() || !begin->is_number_integer() || begin->get<int64_t>() < 0) {
+        return invalid_program("node '", node, "': attribute 'begin' must be an integer >= 0");
+      }
+      prepared.begin = begin->get<int64_t>();
+      KVRT_ASSIGN_OR_RETURN(prepared.size, positive_int_attr(attrs, node, "size"));
       break;
     }
     default:

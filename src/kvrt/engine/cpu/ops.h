@@ -29,6 +29,11 @@ enum class OpKind : uint8_t {
   kAdd,
   kTakeLast,
   kArgmax,
+  // Used by some model families only (docs/graph.md).
+  kScale,
+  kGeluTanhMul,
+  kSoftcap,
+  kSlice,
 };
 
 Result<OpKind> parse_op_kind(std::string_view op);
@@ -40,7 +45,13 @@ struct PreparedOp {
   float eps = 0.0f;                                       // rms_norm
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;  // rope, attention
   float scale = 0.0f;                                     // attention
-  std::vector<float> inv_freq;                            // rope, [head_dim / 2]
+  std::vector<float> inv_freq;                            // rope, [rotary_dim / 2]
+  bool unit_offset = false;                               // rms_norm: scale by (1 + weight)
+  int64_t norm_width = 0;       // rms_norm: normalize groups of this width (0: whole rows)
+  int64_t rotary_dim = 0;       // rope: rotated dims per head (head_dim unless partial)
+  int64_t window = 0;           // attention: sliding window in positions (0: none)
+  float factor = 0.0f;          // scale: the multiplier; softcap: the cap
+  int64_t begin = 0, size = 0;  // slice: columns begin..begin+size-1
 };
 
 // Parses the attributes `kind` needs; errors (InvalidProgram) name the node and field.

@@ -59,9 +59,11 @@ Result<TensorType> infer_output(const PreparedOp& op, std::span<const TensorType
       KVRT_RETURN_IF_ERROR(expect(op, in[0], "x", f32_0, "f32", 2));
       KVRT_RETURN_IF_ERROR(
           expect(op, in[1], "weight", is_float_storage(in[1].dtype), "f32/f16/bf16", 1));
-      if (in[1].shape[0] != in[0].shape[1]) {
+      const int64_t width = op.norm_width > 0 ? op.norm_width : in[0].shape[1];
+      if (in[1].shape[0] != width || (op.norm_width > 0 && in[0].shape[1] % width != 0)) {
         return shape_error(op, "weight ", in[1].shape.to_string(), " does not match x ",
-                           in[0].shape.to_string());
+                           in[0].shape.to_string(),
+                           op.norm_width > 0 ? " normalized per head" : "");
       }
       return in[0];
     }
@@ -122,7 +124,8 @@ Result<TensorType> infer_output(const PreparedOp& op, std::span<const TensorType
       return in[0];
     }
     case OpKind::kSiluMul:
-    case OpKind::kAdd: {
+    case OpKind::kAdd:
+    case OpKind::kGeluTanhMul: {
       if (!f32_0 || in[1].dtype != DType::kF32 || !(in[0].shape == in[1].shape)) {
         return shape_error(op, "inputs must be f32 of one shape, got ", in[0].shape.to_string(),
                            " and ", in[1].shape.to_string());
@@ -136,6 +139,19 @@ Result<TensorType> infer_output(const PreparedOp& op, std::span<const TensorType
     case OpKind::kArgmax: {
       KVRT_RETURN_IF_ERROR(expect(op, in[0], "logits", f32_0, "f32", 2));
       return TensorType{DType::kI32, Shape{in[0].shape[0], 1}};
+    }
+    case OpKind::kScale:
+    case OpKind::kSoftcap: {
+      if (!f32_0) return shape_error(op, "x must be f32, got ", dtype_name(in[0].dtype));
+      return in[0];
+    }
+    case OpKind::kSlice: {
+      KVRT_RETURN_IF_ERROR(expect(op, in[0], "x", f32_0, "f32", 2));
+      if (op.begin + op.size > in[0].shape[1]) {
+        return shape_error(op, "columns ", op.begin, "..", op.begin + op.size - 1,
+                           " are outside x ", in[0].shape.to_string());
+      }
+      return TensorType{DType::kF32, Shape{in[0].shape[0], op.size}};
     }
   }
   return shape_error(op, "unhandled op");
@@ -213,9 +229,14 @@ void run_op(const PreparedOp& op, std::span<const TensorView> in,
       kernels::embedding(in[0].data_as<const int32_t>(), in[0].dim(1), in[1].data(), in[1].dtype(),
                          in[1].dim(1), y);
       return;
-    case OpKind::kRmsNorm:
-      kernels::rms_norm(f32(0), in[0].dim(0), in[0].dim(1), in[1].data(), in[1].dtype(), op.eps, y);
+    case OpKind::kRmsNorm: {
+      // Per-head norms: [T, n*D] is [T*n, D] in memory.
+      const int64_t width = op.norm_width > 0 ? op.norm_width : in[0].dim(1);
+      const int64_t rows = in[0].dim(0) * (in[0].dim(1) / width);
+      kernels::rms_norm(f32(0), rows, width, in[1].data(), in[1].dtype(), op.eps, y,
+                        op.unit_offset);
       return;
+    }
     case OpKind::kLinear: {
       const bool has_bias = in.size() == 3;
       kernels::linear(f32(0), in[0].dim(0), in[0].dim(1), in[1].data(), in[1].dtype(), in[1].dim(0),
@@ -225,7 +246,7 @@ void run_op(const PreparedOp& op, std::span<const TensorView> in,
     }
     case OpKind::kRope:
       kernels::rope(f32(0), in[0].dim(0), op.num_heads, op.head_dim, read_position(in[1]),
-                    op.inv_freq.data(), y);
+                    op.inv_freq.data(), y, op.rotary_dim);
       return;
     case OpKind::kKvCacheWrite:
       kernels::kv_cache_write(f32(1), in[1].dim(0), in[0].dim(0), in[0].dim(1), in[0].dim(2),
@@ -234,19 +255,31 @@ void run_op(const PreparedOp& op, std::span<const TensorView> in,
     case OpKind::kAttention:
       kernels::attention(f32(0), in[0].dim(0), in[1].data(), in[2].data(), in[1].dtype(),
                          in[1].dim(1), op.num_heads, op.num_kv_heads, op.head_dim, op.scale,
-                         read_position(in[3]), y, pool);
+                         read_position(in[3]), y, pool, op.window);
       return;
     case OpKind::kSiluMul:
-    case OpKind::kAdd: {
+    case OpKind::kAdd:
+    case OpKind::kGeluTanhMul:
+    case OpKind::kScale:
+    case OpKind::kSoftcap: {
       const Result<int64_t> count = in[0].numel();
       const int64_t n = count.ok() ? *count : 0;
       if (op.kind == OpKind::kAdd) {
         kernels::add(f32(0), f32(1), n, y);
-      } else {
+      } else if (op.kind == OpKind::kSiluMul) {
         kernels::silu_mul(f32(0), f32(1), n, y);
+      } else if (op.kind == OpKind::kGeluTanhMul) {
+        kernels::gelu_tanh_mul(f32(0), f32(1), n, y);
+      } else if (op.kind == OpKind::kScale) {
+        kernels::scale(f32(0), n, op.factor, y);
+      } else {
+        kernels::softcap(f32(0), n, op.factor, y);
       }
       return;
     }
+    case OpKind::kSlice:
+      kernels::slice_columns(f32(0), in[0].dim(0), in[0].dim(1), op.begin, op.size, y);
+      return;
     case OpKind::kTakeLast: {
       const int64_t rows = in[0].dim(0), width = in[0].dim(1);
       const float* src = f32(0) + (rows - 1) * width;

@@ -291,7 +291,29 @@ Result<ValueId> Matcher::layer(ValueId x, DecoderPlan& plan) {
   return out;
 }
 
+// What the other model families add (docs/graph.md) and the CUDA kernels do not run:
+// refused up front, naming the node, rather than met as a pattern mismatch.
+Status refuse_family_features(const graph::Node& node) {
+  auto refuse = [&](const std::string& what) {
+    return not_supported("node '", node.name, "' (", node.op, "): ", what,
+                         " is not supported by the CUDA engine");
+  };
+  for (std::string_view op : {"scale", "gelu_tanh_mul", "softcap", "slice"}) {
+    if (node.op == op) return refuse("op '" + std::string(op) + "'");
+  }
+  if (node.op != "rms_norm" && node.op != "rope" && node.op != "attention") return Status();
+  KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op, cpu::prepare_op(node.op, node.name, node.attributes));
+  if (op.unit_offset) return refuse("an rms_norm scaling by (1 + weight)");
+  if (op.norm_width > 0) return refuse("a per-head rms_norm");
+  if (op.kind == cpu::OpKind::kRope && op.rotary_dim != op.head_dim) {
+    return refuse("partial rotary (rotary_dim " + std::to_string(op.rotary_dim) + ")");
+  }
+  if (op.window > 0) return refuse("sliding-window attention");
+  return Status();
+}
+
 Result<DecoderPlan> Matcher::run() {
+  for (const graph::Node& node : g_.nodes) KVRT_RETURN_IF_ERROR(refuse_family_features(node));
   DecoderPlan plan;
   outputs_ = g_.outputs;
   for (const graph::BufferMutation& m : g_.mutations) {

@@ -9,7 +9,12 @@
 //   (─► argmax: the greedy next token, optional)
 //
 // Anything else (another op, a node outside the pattern, a dtype or shape the kernels
-// do not run) is NotSupported naming the node or value, never run wrong.
+// do not run) is NotSupported naming the node or value, never run wrong. That includes
+// every model-family op and attribute beyond Llama/Qwen2 (docs/graph.md: scale,
+// gelu_tanh_mul, softcap, slice; (1 + w) and per-head rms_norm, partial rotary,
+// attention windows), so Qwen3, Phi-3, Gemma, Gemma 3 and windowed Mistral graphs are
+// refused by node name; a Mistral graph whose window is not shorter than the cache is a
+// Llama graph and runs.
 #pragma once
 
 #include <cstdint>

@@ -66,7 +66,8 @@ TEST_P(FixtureTest, LogitsAndGreedyTokensMatchTransformers_G2) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest,
                          ::testing::Values("llama_gqa", "llama_untied", "qwen2_bias",
-                                           "llama_sharded"));
+                                           "llama_sharded", "qwen3_norms", "mistral_window",
+                                           "phi3_partial", "gemma_geglu", "gemma3_local"));
 
 }  // namespace
 }  // namespace kvrt::runtime

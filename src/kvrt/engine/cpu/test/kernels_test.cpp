@@ -169,7 +169,7 @@ TEST(Kernels, RopeRotatesEachHalfPairByPositionTimesFrequency) {
   const std::vector<float> inv_freq = {1.0f, 0.01f};
   const std::vector<float> x = {1, 2, 3, 4, 1, 2, 3, 4};  // [T=2, 1 head * 4]
   std::vector<float> out(8);
-  rope(x.data(), 2, 1, 4, 3, inv_freq.data(), out.data());
+  rope(x.data(), 2, 1, 4, 3, inv_freq.data(), out.data(), 4);
   for (int t = 0; t < 2; ++t) {
     const double p = 3 + t;
     const double c0 = std::cos(p), s0 = std::sin(p), c1 = std::cos(0.01 * p),

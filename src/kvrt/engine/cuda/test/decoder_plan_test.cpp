@@ -7,6 +7,7 @@
 
 #include "kvrt/export/exporter.h"
 #include "kvrt/frontend/checkpoint.h"
+#include "kvrt/frontend/llama_weights.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -75,6 +76,69 @@ TEST(DecoderPlan, NodeOutsideThePatternIsNotSupportedNamingIt) {
   ASSERT_EQ(plan.status().code(), ErrorCode::kNotSupported);
   EXPECT_NE(plan.status().message().find("layers.0"), std::string::npos)
       << plan.status().to_string();
+}
+
+// A family's decode graph from its config, with shape-only weights (the plan reads no
+// weight bytes), as a partition sees it.
+graph::Graph family_graph(nlohmann::json config, int64_t max_seq = 64) {
+  config.update({{"vocab_size", 256},
+                 {"hidden_size", 64},
+                 {"intermediate_size", 128},
+                 {"num_hidden_layers", 2},
+                 {"num_attention_heads", 4},
+                 {"num_key_value_heads", 2},
+                 {"max_position_embeddings", 256}});
+  auto parsed = frontend::parse_model_config(config, "config.json");
+  EXPECT_TRUE(parsed.ok()) << parsed.status().to_string();
+  std::vector<frontend::TensorRecord> records;
+  for (const frontend::ExpectedTensor& t : frontend::expected_llama_tensors(*parsed)) {
+    records.push_back({t.name, DType::kBF16, t.shape, 0, 0});
+  }
+  auto index = frontend::WeightIndex::shape_only(records);
+  EXPECT_TRUE(index.ok());
+  auto built = frontend::build_llama_graph(
+      *parsed, *index, {frontend::MethodKind::kDecode, max_seq, 0, DType::kBF16});
+  EXPECT_TRUE(built.ok()) << built.status().to_string();
+  graph::Graph graph = std::move(built).value();
+  for (const graph::BufferMutation& m : graph.mutations) graph.inputs.push_back(m.buffer);
+  return graph;
+}
+
+void expect_refused_naming(const graph::Graph& graph, const std::string& node) {
+  Result<DecoderPlan> plan = plan_decoder(graph);
+  ASSERT_EQ(plan.status().code(), ErrorCode::kNotSupported) << plan.status().to_string();
+  EXPECT_NE(plan.status().message().find("node '" + node + "'"), std::string::npos)
+      << plan.status().to_string();
+}
+
+TEST(DecoderPlan, OtherFamiliesAreNotSupportedNamingTheNode) {
+  expect_refused_naming(family_graph({{"model_type", "gemma"}}), "embed_scale");
+  expect_refused_naming(family_graph({{"model_type", "gemma3_text"}, {"head_dim", 16}}),
+                        "embed_scale");
+  expect_refused_naming(family_graph({{"model_type", "qwen3"}, {"head_dim", 16}}),
+                        "layers.0.attn.q_norm");
+  expect_refused_naming(family_graph({{"model_type", "phi3"}}), "layers.0.attn.q_slice");
+  expect_refused_naming(family_graph({{"model_type", "mistral"}, {"sliding_window", 16}}),
+                        "layers.0.attn.attention");
+}
+
+TEST(DecoderPlan, MistralWithAWindowAsLongAsTheCacheIsALlamaGraph) {
+  Result<DecoderPlan> plan =
+      plan_decoder(family_graph({{"model_type", "mistral"}, {"sliding_window", 64}}, 64));
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+}
+
+TEST(DecoderPlan, PartialRotaryAndUnitOffsetNormsAreRefusedInALlamaShape) {
+  graph::Graph graph = decode_graph("tests/fixtures/llama_gqa");
+  for (graph::Node& node : graph.nodes) {
+    if (node.name == "layers.1.attn.k_rope") node.attributes["rotary_dim"] = 8;
+  }
+  expect_refused_naming(graph, "layers.1.attn.k_rope");
+  graph = decode_graph("tests/fixtures/llama_gqa");
+  for (graph::Node& node : graph.nodes) {
+    if (node.name == "final_norm") node.attributes["unit_offset"] = true;
+  }
+  expect_refused_naming(graph, "final_norm");
 }
 
 }  // namespace
