@@ -133,8 +133,8 @@ DecodeAttentionOperands::DecodeAttentionOperands(const Model& m, int length, boo
   }
 }
 
-DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& workspace,
-                                            bool rotate) const {
+DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& workspace, bool rotate,
+                                            DependentLaunch next_launch) const {
   const size_t copy = rotate ? static_cast<size_t>(i % copies) : 0;
   DecodeAttention op;
   op.q = q.bf();
@@ -146,6 +146,7 @@ DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& wor
   op.kv_heads = kv_heads;
   op.head_dim = head_dim;
   op.max_seq = length;
+  op.next_launch = next_launch;
   op.splits = splits;
   op.workspace = static_cast<float*>(workspace.ptr);
   op.workspace_bytes = workspace.bytes;

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "kvrt/engine/cuda/kernels.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::bench {
 
@@ -49,7 +48,7 @@ struct Buffer {
 
 // `copies` buffers of `bytes` each, random bf16.
 std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float scale);
-// A ring-kernel geometry for set_decode_linear_tuning (-1: the library's choice).
+// A ring-kernel geometry for DecodeLinear::tuning (-1: the library's choice).
 inline DecodeLinearTuning ring_tuning(int stage_keys, int stages, int blocks_per_sm, int contiguous,
                                       int row_pad = -1) {
   DecodeLinearTuning t;
@@ -146,7 +145,8 @@ struct DecodeAttentionOperands {
   // Launch i's op over `splits` splits and `workspace`, which holds
   // decode_attention_workspace_bytes(); `rotate` false: always the first copy, which then
   // stays in L2.
-  DecodeAttention op(int i, int splits, const Buffer& workspace, bool rotate = true) const;
+  DecodeAttention op(int i, int splits, const Buffer& workspace, bool rotate = true,
+                     DependentLaunch next_launch = DependentLaunch::kDefault) const;
   int q_heads, kv_heads, head_dim, length;
   bool fused_rope;
   size_t cache_bytes;  // one of K or V, one copy

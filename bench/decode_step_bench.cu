@@ -6,7 +6,6 @@
 // step whose linear layers are cuBLASLt GEMMs with separate RMSNorm and SwiGLU kernels
 // (attention ours in both). The argmax is left out (it has its own row).
 #include "bench_common.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::bench {
 namespace {
@@ -47,8 +46,8 @@ struct Variant {
   bool prefetch_history = true;  // DecodeAttention::prefetch_history
   bool attention = true;         // false: no rope, no attention (their share)
   int splits = 0;                // 0: decode_attention_splits()
-  // Launch geometries of the linear layers (default: the library's choice). Applied as
-  // the process-wide override around each launch while the step is captured.
+  DependentLaunch next_launch = DependentLaunch::kDefault;  // decode_attention's
+  // Launch geometries of the linear layers (default: the library's choice).
   DecodeLinearTuning qkv, o_proj, gate_up, down;
 };
 
@@ -114,6 +113,7 @@ struct Step {
     op.workspace = static_cast<float*>(workspace->ptr);
     op.workspace_bytes = workspace->bytes;
     op.prefetch_history = v.prefetch_history;
+    op.next_launch = v.next_launch;
     if (v.fused_rope) {
       op.rope_inv_freq = static_cast<const float*>(inv_freq->ptr);
       return decode_attention(op, s);
@@ -138,20 +138,15 @@ struct Step {
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      set_decode_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false,
-                                  false, qkv, s, layer->bias()));
-      set_decode_linear_tuning(DecodeLinearTuning{});
+                                  false, qkv, s, layer->bias(), v.qkv));
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
-      set_decode_linear_tuning(v.o_proj);
+      KVRT_RETURN_IF_ERROR(linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false,
+                                  true, h, s, nullptr, v.o_proj));
+      KVRT_RETURN_IF_ERROR(linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true,
+                                  false, act, s, nullptr, v.gate_up));
       KVRT_RETURN_IF_ERROR(
-          linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
-      set_decode_linear_tuning(v.gate_up);
-      KVRT_RETURN_IF_ERROR(
-          linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
-      set_decode_linear_tuning(v.down);
-      KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
-      set_decode_linear_tuning(DecodeLinearTuning{});
+          linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s, nullptr, v.down));
     }
     DecodeLinear head;
     head.weight = lm_head.bf();
@@ -164,7 +159,8 @@ struct Step {
   }
 
   Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
-                bool residual, const Buffer& y, cudaStream_t s, const bf16* bias = nullptr) {
+                bool residual, const Buffer& y, cudaStream_t s, const bf16* bias = nullptr,
+                const DecodeLinearTuning& tuning = {}) {
     DecodeLinear op;
     op.weight = w.bf();
     op.input = x.bf();
@@ -175,6 +171,7 @@ struct Step {
     op.bias = bias;
     op.residual = residual ? y.bf() : nullptr;
     op.output = y.bf();
+    op.tuning = tuning;
     return decode_linear(op, s);
   }
 
@@ -277,13 +274,13 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);
   for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
-    set_decode_attention_tuning({next});
+    Variant v;
+    v.next_launch = next;
     sweep.add(name,
               next == DependentLaunch::kEarly ? "attention: next launch early"
                                               : "attention: next launch late",
-              step.bytes(), time(Variant{}).chain);
+              step.bytes(), time(v).chain);
   }
-  set_decode_attention_tuning(DecodeAttentionTuning{});
   for (int factor : {1, 4}) {
     Variant v;
     v.splits = std::max(1, step.splits * factor / 2);

@@ -17,7 +17,6 @@
 #include "bench_common.h"
 #include "kvrt/engine/cuda/kernels.h"
 #include "kvrt/engine/cuda/trace.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::bench {
 namespace {
@@ -62,6 +61,7 @@ struct Shape {
   int rows, in;
   bool norm, swiglu, residual;
   int tokens = 1;
+  DecodeLinearTuning tuning = {};  // default: the library's choice
 };
 
 TraceChain linear_chain(const Shape& s, bool resident) {
@@ -94,6 +94,7 @@ TraceChain linear_chain(const Shape& s, bool resident) {
     op.swiglu = s.swiglu;
     op.residual = s.residual ? res->bf() : nullptr;
     op.output = s.residual ? res->bf() : y->bf();
+    op.tuning = s.tuning;
     return decode_linear(op, stream);
   };
   return chain;
@@ -306,14 +307,14 @@ std::string trace_kernels(Timer& timer, const std::vector<Model>& models) {
     // down under geometries that leave room for a block of the next launch beside this
     // launch's (measured slower than the library's choice): where their time goes.
     for (const auto& [keys, stages, per_sm] : {std::tuple{1024, 5, 1}, std::tuple{832, 4, 2}}) {
-      set_decode_linear_tuning(ring_tuning(keys, stages, per_sm, -1));
-      TraceChain chain = linear_chain(shapes[3], false);
+      Shape down = shapes[3];
+      down.tuning = ring_tuning(keys, stages, per_sm, -1);
+      TraceChain chain = linear_chain(down, false);
       char title[96];
       std::snprintf(title, sizeof(title), ", ring %d keys, %d deep, %d/SM", keys, stages, per_sm);
       chain.title += title;
       chain.kinds = {chain.title};
       out += trace_chain(timer, chain, *clock_ghz);
-      set_decode_linear_tuning(DecodeLinearTuning{});
     }
     // Decode attention alone, where its time at a long cache goes, and with rope fused.
     for (int length : {4096, 32768}) {

@@ -39,7 +39,6 @@
 #include "kernels_bench.h"
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/kernels.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -172,7 +171,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   Buffer bias_values(static_cast<size_t>(mats) * rows * 2);
   bias_values.random(1.0f, 17);
   const int launches = std::max(copies, 32);
-  auto launch_with = [&](const bf16* weight, cudaStream_t s) {
+  auto launch_with = [&](const bf16* weight, cudaStream_t s, const DecodeLinearTuning& tuning) {
     DecodeLinear op;
     op.weight = weight;
     op.input = x.bf();
@@ -188,11 +187,16 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     } else {
       op.output = residual ? res.bf() : y.bf();
     }
+    op.tuning = tuning;
     return decode_linear(op, s);
   };
-  auto launch_ours = [&](int i, cudaStream_t s) {
-    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s);
+  // Launch i under `tuning` (default: the library's choice).
+  auto launch_tuned = [&](const DecodeLinearTuning& tuning) {
+    return [&, tuning](int i, cudaStream_t s) {
+      return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s, tuning);
+    };
   };
+  const auto launch_ours = launch_tuned({});
   const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
   const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
                        (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0) +
@@ -238,7 +242,9 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     // when HBM is not the limit (its latency floor in the chain).
     if (w_bytes <= 40u << 20) {
       const auto resident = rotation(w_bytes, 1, 1.0f / 64);
-      auto launch_resident = [&](int, cudaStream_t s) { return launch_with(resident[0]->bf(), s); };
+      auto launch_resident = [&](int, cudaStream_t s) {
+        return launch_with(resident[0]->bf(), s, {});
+      };
       std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_resident, launches));
     } else {
       std::snprintf(cell, sizeof(cell), "-");
@@ -247,9 +253,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     if (tokens == 1) {  // x in registers: in token 0's lanes rather than over all lanes
       DecodeLinearTuning t;
       t.one_token_x = 0;
-      set_decode_linear_tuning(t);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-      set_decode_linear_tuning(DecodeLinearTuning{});
+      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_tuned(t), launches));
     } else {
       std::snprintf(cell, sizeof(cell), "-");
     }
@@ -258,8 +262,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       double us[2];
       for (int balanced : {1, 0}) {
         choice.balanced_grid = balanced;
-        set_decode_linear_tuning(choice);
-        us[1 - balanced] = timer.per_launch_us(launch_ours, launches);
+        us[1 - balanced] = timer.per_launch_us(launch_tuned(choice), launches);
       }
       char name[128];
       if (choice.kernel == DecodeLinearKernel::kRing) {
@@ -277,7 +280,6 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
       g_sweep.linear.add(row, name, cell);
       std::printf("sweep | %s | %s | %s |\n", row.c_str(), name, cell);
     }
-    set_decode_linear_tuning(DecodeLinearTuning{});
   }
   if (!in_table) return;
   const auto ours = timer.ours(launch_ours, launches);
@@ -315,28 +317,27 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   const double bytes = 2.0 * operands.cache_bytes + 4.0 * m.q_heads * dim +
                        (fused_rope ? 8.0 * m.kv_heads * dim : 0);
   // `rotate` false: every launch reads the first copy, which then stays in L2.
-  auto measure = [&](int split_count, bool rotate = true) {
+  auto measure = [&](int split_count, bool rotate = true,
+                     DependentLaunch next = DependentLaunch::kDefault) {
     Buffer workspace(decode_attention_workspace_bytes(m.q_heads, dim, split_count));
     workspace.zero();
     return timer.ours(
         [&](int i, cudaStream_t s) {
-          return decode_attention(operands.op(i, split_count, workspace, rotate), s);
+          return decode_attention(operands.op(i, split_count, workspace, rotate, next), s);
         },
         std::max(operands.copies, 32));
   };
   if (g_sweep.enabled && !fused_rope) {
     for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
-      set_decode_attention_tuning({next});
       for (int factor : {1, 2, 4, 8}) {
         const int split_count = std::max(1, *splits * factor / 2);
         char shape[128], name[96];
         std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
         std::snprintf(name, sizeof(name), "%d splits, next launch %s", split_count,
                       next == DependentLaunch::kEarly ? "early" : "late");
-        g_sweep.add(shape, name, bytes, measure(split_count).pdl.chain);
+        g_sweep.add(shape, name, bytes, measure(split_count, true, next).pdl.chain);
       }
     }
-    set_decode_attention_tuning(DecodeAttentionTuning{});
     if (2 * operands.cache_bytes <= 40u << 20) {  // what a launch costs when HBM is not the limit
       char shape[128], name[96];
       std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);

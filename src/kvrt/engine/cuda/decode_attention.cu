@@ -26,7 +26,6 @@
 //          last block of the group merges every split (the counter wraps back to zero);
 //          an empty slice writes sum 0 and zero outputs, so the merge reads no stale data
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "kvrt/engine/cuda/attention_common.cuh"
@@ -66,8 +65,6 @@ struct Geometry {
   // memory (with ~2 KiB of static arrays and the 1 KiB reserved per block) fits twice.
   static constexpr int kMinBlocks = 2 * (kSmem + 3 * 1024) <= 228 * 1024 ? 2 : 1;
 };
-
-std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
 
 // Two blocks per multiprocessor (this launch's and the next) where their shared memory
 // allows: caps the registers that the merge's loads in flight would otherwise raise past
@@ -357,14 +354,15 @@ Result<bool> one_wave(int64_t blocks) {
   return blocks <= static_cast<int64_t>(per_sm) * sms;
 }
 
-// `single_wave`: the grid runs in one wave of this geometry's blocks (one_wave).
+// `single_wave`: the grid runs in one wave of this geometry's blocks (one_wave); `next`:
+// the launch's own choice (DecodeAttention::next_launch).
 template <int kDim, int kWarps>
-Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t stream) {
+Status run_geometry(const dim3 grid, bool single_wave, DependentLaunch next, Params p,
+                    cudaStream_t stream) {
   using G = Geometry<kDim, kWarps>;
   // The next kernel (o_proj, in a decode step) may launch at once when the grid runs in
   // one wave: its blocks then stream their weights beside these. With several waves its
   // parked blocks would take the slots of this grid's later waves.
-  DependentLaunch next = g_next_launch.load();
   if (next == DependentLaunch::kDefault) {
     next = single_wave ? DependentLaunch::kEarly : DependentLaunch::kLate;
   }
@@ -390,10 +388,10 @@ Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
   if constexpr (kDim == 128) {
     if (!single_wave) {
       KVRT_ASSIGN_OR_RETURN(bool narrow_single_wave, (one_wave<kDim, 4>(blocks)));
-      return run_geometry<kDim, 4>(grid, narrow_single_wave, p, stream);
+      return run_geometry<kDim, 4>(grid, narrow_single_wave, op.next_launch, p, stream);
     }
   }
-  return run_geometry<kDim, kWarps>(grid, single_wave, p, stream);
+  return run_geometry<kDim, kWarps>(grid, single_wave, op.next_launch, p, stream);
 }
 
 }  // namespace
@@ -431,10 +429,6 @@ size_t partials_offset(int q_heads, int splits) {
          align16(static_cast<size_t>(q_heads) * splits * sizeof(float2));
 }
 }  // namespace
-
-void set_decode_attention_tuning(const DecodeAttentionTuning& tuning) {
-  g_next_launch.store(tuning.next_launch);
-}
 
 size_t decode_attention_counter_bytes(int q_heads) {
   return q_heads < 1 ? 0 : align16(static_cast<size_t>(q_heads) * sizeof(unsigned));
