@@ -78,15 +78,6 @@ LaunchTime Timer::time(const LaunchFn& launch, int launches) {
   return {(n2 - n) / launches, n / launches, launches};
 }
 
-double Timer::graph_us(const LaunchFn& launch, int launches) {
-  for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
-  check(cudaStreamSynchronize(stream), "warm-up");
-  Graph graph(launch, launches, stream);
-  std::vector<double> us;
-  for (int it = 0; it < iters; ++it) us.push_back(graph.replay_us() / launches);
-  return median(us);
-}
-
 void Buffer::random(float scale, uint32_t seed) {
   fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(ptr), bytes / 2, scale, seed);
   check(cudaGetLastError(), "fill");

@@ -94,8 +94,6 @@ struct Timer {
   double per_launch_us(const LaunchFn& launch, int launches) {
     return time(launch, launches).chain;
   }
-  // The graph of N alone, over N (kernel_trace.cu: each launch captured takes a trace slot).
-  double graph_us(const LaunchFn& launch, int launches);
 
   OursTime ours(const LaunchFn& launch, int launches) {
     set_programmatic_launch(true);
@@ -134,12 +132,12 @@ struct Model {
   bool qkv_bias = false;  // Qwen2: q, k and v have a bias
 };
 
-// Decode attention's operands over a `length`-key cache, as the attention rows and their
-// traces use them: K and V caches rotating through enough copies that every launch reads
-// HBM, q, out and the position length - 1. `fused_rope`: as in the decode step, q and the
-// new K/V row come unrotated in a qkv row (which stays in L2, as the previous kernel's
-// output would) and the launch rotates them and writes the row into the cache. Without
-// it q is in place and the new row is read from the cache copy, from HBM.
+// Decode attention's operands over a `length`-key cache, as the attention rows use them: K and V
+// caches rotating through enough copies that every launch reads HBM, q, out and the position length
+// - 1. `fused_rope`: as in the decode step, q and the new K/V row come unrotated in a qkv row
+// (which stays in L2, as the previous kernel's output would) and the launch rotates them and writes
+// the row into the cache. Without it q is in place and the new row is read from the cache copy,
+// from HBM.
 struct DecodeAttentionOperands {
   DecodeAttentionOperands(const Model& m, int length, bool fused_rope);
   // Launch i's op over `splits` splits and `workspace`, which holds
@@ -275,30 +273,5 @@ struct Sweep {
 // attention at all (its share of the step).
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context);
-
-// A chain of launches whose blocks record their timelines (kernel_trace.cu): `launch`
-// runs `launches` times per graph and makes `slots` traced launches in all; traced launch
-// n is of kind kinds[n % kinds.size()], and each kind is summarized over the launches in
-// [skip, slots - skip).
-struct TraceChain {
-  std::string title;
-  std::function<Status(int, cudaStream_t)> launch;
-  int launches = 0;
-  int slots = 0;
-  int skip = 0;
-  std::vector<std::string> kinds;
-  // > 0: the grid's x dimension (attention: the splits); the table then says which
-  // blockIdx.x was most often the last block at each point.
-  int grid_x = 0;
-};
-std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz);
-
-// The timelines of one decode step's kernels at `context` cached tokens
-// (decode_step_bench.cu).
-std::string trace_decode_step(Timer& timer, const Model& m, int context, double clock_ghz);
-
-// Per-block timelines of each model's decode_linear chains and decode step, as markdown
-// (kernel_trace.cu); exits unless the build records them.
-std::string trace_kernels(Timer& timer, const std::vector<Model>& models);
 
 }  // namespace kvrt::engine::cuda::bench

@@ -214,35 +214,6 @@ struct Step {
 
 }  // namespace
 
-std::string trace_decode_step(Timer& timer, const Model& m, int context, double clock_ghz) {
-  auto step = std::make_shared<Step>(m, context);
-  std::string out;
-  // The library's geometries, then down on a 2-deep ring, which leaves room for the next
-  // q/k/v block (the sweep's "room for the next launch" rows: slower).
-  for (bool room : {false, true}) {
-    Variant v;
-    if (room) v.down = ring_tuning(1024, 2, 2, -1);
-    TraceChain chain;
-    char title[160];
-    std::snprintf(title, sizeof(title), "%s decode step, cache %d%s", m.name, context,
-                  room ? ", down on a 2-deep ring" : "");
-    chain.title = title;
-    chain.launch = [step, v](int, cudaStream_t s) { return step->ours(v, s); };
-    // Two steps per graph; every launch but the first is summarized against its predecessor.
-    chain.launches = 2;
-    for (int l = 0; l < m.layers; ++l) {
-      for (const char* kind : {"q/k/v", "attention", "o_proj", "gate/up", "down"}) {
-        chain.kinds.push_back(kind);
-      }
-    }
-    chain.kinds.push_back("LM head");
-    chain.slots = 2 * static_cast<int>(chain.kinds.size());
-    chain.skip = 0;
-    out += trace_chain(timer, chain, clock_ghz);
-  }
-  return out;
-}
-
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context) {
   Step step(m, context);

@@ -10,7 +10,7 @@
 // the last one's drain) cancels (Timer in bench_common.h). Our kernels are timed with
 // programmatic dependent launch (as a captured decode step runs them) and without.
 //
-//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--trace] [--models A,B|all]
+//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--models A,B|all]
 //                 [--only LABEL,...]
 //   (kernels_bench_main.cpp)
 //
@@ -20,9 +20,7 @@
 // ladder of a GEMV's steps added to it. --quick runs only the decode attention
 // and decode step rows, without that table; --only picks rows by label.
 // --sweep also times every launch geometry of decode_linear and several split counts of
-// decode_attention at each shape, and appends that table. --trace prints only the
-// per-block timelines of the decode_linear chains and of whole decode steps
-// (kernel_trace.cu; needs a build configured with -DKVRT_KERNEL_TRACE=ON).
+// decode_attention at each shape, and appends that table.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -597,10 +595,6 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     std::fputs(text.c_str(), file);
     std::fclose(file);
   };
-  if (options.trace) {
-    write(std::string("Device: ") + prop.name + ". " + trace_kernels(timer, models));
-    return 0;
-  }
 
   const CopyBandwidth copy = copy_bandwidth(timer);
   const double copy_gbs = copy.best();

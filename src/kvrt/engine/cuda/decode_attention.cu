@@ -32,7 +32,6 @@
 #include "kvrt/engine/cuda/decode_attention_steps.cuh"
 #include "kvrt/engine/cuda/launch.h"
 #include "kvrt/engine/cuda/rope_common.cuh"
-#include "kvrt/engine/cuda/trace.cuh"
 #include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
@@ -108,7 +107,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
   bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
 
-  KVRT_TRACE_BEGIN();
   // The inverse frequencies are constant, so they load in the position's trip to memory;
   // loaded where the angles need them they took a second trip before the PDL wait.
   static_assert(kDim / 2 <= kThreads);
@@ -144,10 +142,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     rope_angle(pos, inv_freq, p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
   }
   if (rotate) __syncthreads();  // the angles, for every thread's rows after the wait
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
@@ -181,7 +177,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     }
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[kDim / 8][4] = {};
@@ -191,7 +186,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
       // loaded (rows past the history in a loaded tile are zeros, masked below).
       cp_async_wait<0>();
       __syncthreads();
-      if (threadIdx.x == 0) KVRT_TRACE(kTraceFirstSlotFull);
       const int row0 = warp * kWideKeys;
       if (row0 < tiles * kTileKeys) {
         float s[kWideKeys / 8][4];
@@ -212,7 +206,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     for (int it = 0; !wide && it < tiles; ++it) {
       cp_async_wait<kStages - 1>();  // tile `it` has landed (kStages + it groups issued)
       __syncthreads();
-      if (threadIdx.x == 0 && it == 0) KVRT_TRACE(kTraceFirstSlotFull);
       const int slot = it % kStages;
       const int row0 = slot * kTileKeys + warp * 16;
       float s[2][4];
@@ -244,7 +237,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     cp_async_wait<0>();
     reduce_row_sums(l);
     __syncthreads();  // q and the tiles are free (also when no tile ran)
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);
 
     // Merge the warps.
     if (t == 0) {
@@ -309,13 +301,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   // Late: only now may the next kernel's blocks take SM slots (with several waves, blocks
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
-  if (threadIdx.x == 0) KVRT_TRACE(kTracePartialsWritten);
   if (!p.early_dependents) pdl_launch_dependents();
-  if (p.splits == 1) {
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-    KVRT_TRACE_END(p.trace);
-    return;
-  }
+  if (p.splits == 1) return;
 
   // The last block of this head group to finish merges all splits. One thread counts the
   // block done with an acquire-release atomic: the barrier before it orders every
@@ -328,19 +315,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     last_block = before == static_cast<unsigned>(p.splits - 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceCounterTaken);
-  if (!last_block) {
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-    KVRT_TRACE_END(p.trace);
-    return;
-  }
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeStart);
-
-  merge_splits<kDim, kThreads>(p, head0, heads, [&] {
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
-  });
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-  KVRT_TRACE_END(p.trace);
+  if (!last_block) return;
+  merge_splits<kDim, kThreads>(p, head0, heads);
 }
 
 // Whether a grid of `blocks` runs in one wave of this geometry's blocks.
@@ -367,9 +343,6 @@ Status run_geometry(const dim3 grid, bool single_wave, DependentLaunch next, Par
     next = single_wave ? DependentLaunch::kEarly : DependentLaunch::kLate;
   }
   p.early_dependents = next == DependentLaunch::kEarly;
-#if KVRT_KERNEL_TRACE
-  p.trace = trace_rows_for_next_launch(static_cast<int>(grid.x * grid.y));
-#endif
   return launch(decode_attention_kernel<kDim, kWarps>, grid, dim3(G::kThreads), G::kSmem, stream,
                 "decode_attention", p);
 }
