@@ -106,26 +106,6 @@ struct Timer {
   }
 };
 
-// The chain floor (chain_floor.cu): the best per-launch time, over a few geometries, of a
-// kernel that only loads a row's bytes before the PDL wait and passes one value down the
-// chain; at that geometry, the same chained through a counter in global memory instead of
-// griddepcontrol.wait, with each block loading a contiguous share, and (x_chunks > 0: the
-// chunks of a one-token row's x) the ladder of a GEMV's steps. `spans(i)`: what launch i reads (up
-// to two spans, 16-byte multiples), rotated like the row's own launches.
-struct Span {
-  const void* ptr = nullptr;
-  size_t bytes = 0;
-};
-using FloorSpans = std::function<std::array<Span, 2>(int)>;
-struct ChainFloor {
-  double us = 0, counter_us = 0, block_share_us = 0;
-  // The ladder at the same geometry (one-token rows of <= 2048 keys): + x loaded after the
-  // wait, + x staged in shared memory, + dot products, a reduction and stores (0: not run).
-  double ladder[3] = {};
-  int per_sm = 0, loads = 0;  // blocks of 256 threads per SM, 16-byte loads per batch
-};
-ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches, int x_chunks = 0);
-
 struct Model {
   const char* name;
   int hidden, inter, vocab, q_heads, kv_heads, head_dim, layers;
@@ -209,68 +189,22 @@ class Report {
   std::vector<std::string> rows_;
 };
 
-// decode_linear geometries as a matrix: a row per shape, a column per geometry.
-struct GeometryMatrix {
-  std::vector<std::string> columns;
-  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
-  void add(const std::string& shape, const std::string& column, const std::string& cell) {
-    size_t c = 0;
-    while (c < columns.size() && columns[c] != column) ++c;
-    if (c == columns.size()) columns.push_back(column);
-    if (rows.empty() || rows.back().first != shape) rows.push_back({shape, {}});
-    auto& cells = rows.back().second;
-    if (cells.size() <= c) cells.resize(c + 1);
-    cells[c] = cell;
-  }
-  std::string table() const {
-    std::string out = "| shape |";
-    for (const auto& column : columns) out += " " + column + " |";
-    out += "\n|---|";
-    for (size_t c = 0; c < columns.size(); ++c) out += "---|";
-    out += "\n";
-    for (const auto& [shape, cells] : rows) {
-      out += "| " + shape + " |";
-      for (size_t c = 0; c < columns.size(); ++c) {
-        out += " " + (c < cells.size() ? cells[c] : std::string("-")) + " |";
-      }
-      out += "\n";
-    }
-    return out;
-  }
+// How a decode step runs (decode_step_bench.cu; the lab's step sweep varies it).
+struct StepVariant {
+  bool fused_rope = true;        // rope and the cache write inside decode_attention
+  bool prefetch_history = true;  // DecodeAttention::prefetch_history
+  bool attention = true;         // false: no rope, no attention (their share)
+  int splits = 0;                // 0: decode_attention_splits()
+  DependentLaunch next_launch = DependentLaunch::kDefault;  // decode_attention's
+  // Launch geometries of the linear layers (default: the library's choice).
+  DecodeLinearTuning qkv, o_proj, gate_up, down;
 };
 
-// Rows of the optional geometry sweep (--sweep): one line per shape and choice, and the
-// decode_linear matrix.
-struct Sweep {
-  bool enabled = false;
-  double copy_gbs = 0;
-  std::vector<std::string> rows;
-  GeometryMatrix linear;  // decode_linear: µs per launch, "balanced grid / every slot filled"
-  void add(const std::string& shape, const std::string& choice, double bytes, double us) {
-    char line[512];
-    const double gbs = bytes / (us * 1e3);
-    std::snprintf(line, sizeof(line), "| %s | %s | %.2f | %.0f | %.0f%% |", shape.c_str(),
-                  choice.c_str(), us, gbs, 100.0 * gbs / copy_gbs);
-    rows.push_back(line);
-    std::printf("sweep %s\n", line);
-    std::fflush(stdout);
-  }
-  std::string table() const {
-    std::string out = "| shape | choice | µs (PDL) | GB/s | % of copy |\n|---|---|---|---|---|\n";
-    for (const auto& row : rows) out += row + "\n";
-    if (!linear.rows.empty()) {
-      out +=
-          "\ndecode_linear, µs per launch (PDL): library's choice, then each geometry with "
-          "a balanced grid / every block slot filled\n\n" +
-          linear.table();
-    }
-    return out;
-  }
-};
+struct Sweep;  // lab/lab.h
+
 // A whole decode step (every layer, then the final norm and LM head) at `context` cached
 // tokens, ours against the same step with cuBLASLt linear layers; decode_step_bench.cu.
-// With the sweep on, also the step under each decode_attention tuning and without
-// attention at all (its share of the step).
+// With the sweep on, also the lab's step variants (sweep_decode_step).
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context);
 
