@@ -78,15 +78,6 @@ LaunchTime Timer::time(const LaunchFn& launch, int launches) {
   return {(n2 - n) / launches, n / launches, launches};
 }
 
-double Timer::graph_us(const LaunchFn& launch, int launches) {
-  for (int i = 0; i < launches; ++i) check(launch(i, stream));  // warm-up, plans, caches
-  check(cudaStreamSynchronize(stream), "warm-up");
-  Graph graph(launch, launches, stream);
-  std::vector<double> us;
-  for (int it = 0; it < iters; ++it) us.push_back(graph.replay_us() / launches);
-  return median(us);
-}
-
 void Buffer::random(float scale, uint32_t seed) {
   fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(ptr), bytes / 2, scale, seed);
   check(cudaGetLastError(), "fill");
@@ -133,8 +124,8 @@ DecodeAttentionOperands::DecodeAttentionOperands(const Model& m, int length, boo
   }
 }
 
-DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& workspace,
-                                            bool rotate) const {
+DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& workspace, bool rotate,
+                                            DependentLaunch next_launch) const {
   const size_t copy = rotate ? static_cast<size_t>(i % copies) : 0;
   DecodeAttention op;
   op.q = q.bf();
@@ -146,6 +137,7 @@ DecodeAttention DecodeAttentionOperands::op(int i, int splits, const Buffer& wor
   op.kv_heads = kv_heads;
   op.head_dim = head_dim;
   op.max_seq = length;
+  op.next_launch = next_launch;
   op.splits = splits;
   op.workspace = static_cast<float*>(workspace.ptr);
   op.workspace_bytes = workspace.bytes;

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "kvrt/engine/cuda/kernels.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::bench {
 
@@ -49,7 +48,7 @@ struct Buffer {
 
 // `copies` buffers of `bytes` each, random bf16.
 std::vector<std::unique_ptr<Buffer>> rotation(size_t bytes, int copies, float scale);
-// A ring-kernel geometry for set_decode_linear_tuning (-1: the library's choice).
+// A ring-kernel geometry for DecodeLinear::tuning (-1: the library's choice).
 inline DecodeLinearTuning ring_tuning(int stage_keys, int stages, int blocks_per_sm, int contiguous,
                                       int row_pad = -1) {
   DecodeLinearTuning t;
@@ -95,8 +94,6 @@ struct Timer {
   double per_launch_us(const LaunchFn& launch, int launches) {
     return time(launch, launches).chain;
   }
-  // The graph of N alone, over N (kernel_trace.cu: each launch captured takes a trace slot).
-  double graph_us(const LaunchFn& launch, int launches);
 
   OursTime ours(const LaunchFn& launch, int launches) {
     set_programmatic_launch(true);
@@ -109,44 +106,25 @@ struct Timer {
   }
 };
 
-// The chain floor (chain_floor.cu): the best per-launch time, over a few geometries, of a
-// kernel that only loads a row's bytes before the PDL wait and passes one value down the
-// chain; at that geometry, the same chained through a counter in global memory instead of
-// griddepcontrol.wait, with each block loading a contiguous share, and (x_chunks > 0: the
-// chunks of a one-token row's x) the ladder of a GEMV's steps. `spans(i)`: what launch i reads (up
-// to two spans, 16-byte multiples), rotated like the row's own launches.
-struct Span {
-  const void* ptr = nullptr;
-  size_t bytes = 0;
-};
-using FloorSpans = std::function<std::array<Span, 2>(int)>;
-struct ChainFloor {
-  double us = 0, counter_us = 0, block_share_us = 0;
-  // The ladder at the same geometry (one-token rows of <= 2048 keys): + x loaded after the
-  // wait, + x staged in shared memory, + dot products, a reduction and stores (0: not run).
-  double ladder[3] = {};
-  int per_sm = 0, loads = 0;  // blocks of 256 threads per SM, 16-byte loads per batch
-};
-ChainFloor chain_floor(Timer& timer, const FloorSpans& spans, int launches, int x_chunks = 0);
-
 struct Model {
   const char* name;
   int hidden, inter, vocab, q_heads, kv_heads, head_dim, layers;
   bool qkv_bias = false;  // Qwen2: q, k and v have a bias
 };
 
-// Decode attention's operands over a `length`-key cache, as the attention rows and their
-// traces use them: K and V caches rotating through enough copies that every launch reads
-// HBM, q, out and the position length - 1. `fused_rope`: as in the decode step, q and the
-// new K/V row come unrotated in a qkv row (which stays in L2, as the previous kernel's
-// output would) and the launch rotates them and writes the row into the cache. Without
-// it q is in place and the new row is read from the cache copy, from HBM.
+// Decode attention's operands over a `length`-key cache, as the attention rows use them: K and V
+// caches rotating through enough copies that every launch reads HBM, q, out and the position length
+// - 1. `fused_rope`: as in the decode step, q and the new K/V row come unrotated in a qkv row
+// (which stays in L2, as the previous kernel's output would) and the launch rotates them and writes
+// the row into the cache. Without it q is in place and the new row is read from the cache copy,
+// from HBM.
 struct DecodeAttentionOperands {
   DecodeAttentionOperands(const Model& m, int length, bool fused_rope);
   // Launch i's op over `splits` splits and `workspace`, which holds
   // decode_attention_workspace_bytes(); `rotate` false: always the first copy, which then
   // stays in L2.
-  DecodeAttention op(int i, int splits, const Buffer& workspace, bool rotate = true) const;
+  DecodeAttention op(int i, int splits, const Buffer& workspace, bool rotate = true,
+                     DependentLaunch next_launch = DependentLaunch::kDefault) const;
   int q_heads, kv_heads, head_dim, length;
   bool fused_rope;
   size_t cache_bytes;  // one of K or V, one copy
@@ -211,94 +189,23 @@ class Report {
   std::vector<std::string> rows_;
 };
 
-// decode_linear geometries as a matrix: a row per shape, a column per geometry.
-struct GeometryMatrix {
-  std::vector<std::string> columns;
-  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
-  void add(const std::string& shape, const std::string& column, const std::string& cell) {
-    size_t c = 0;
-    while (c < columns.size() && columns[c] != column) ++c;
-    if (c == columns.size()) columns.push_back(column);
-    if (rows.empty() || rows.back().first != shape) rows.push_back({shape, {}});
-    auto& cells = rows.back().second;
-    if (cells.size() <= c) cells.resize(c + 1);
-    cells[c] = cell;
-  }
-  std::string table() const {
-    std::string out = "| shape |";
-    for (const auto& column : columns) out += " " + column + " |";
-    out += "\n|---|";
-    for (size_t c = 0; c < columns.size(); ++c) out += "---|";
-    out += "\n";
-    for (const auto& [shape, cells] : rows) {
-      out += "| " + shape + " |";
-      for (size_t c = 0; c < columns.size(); ++c) {
-        out += " " + (c < cells.size() ? cells[c] : std::string("-")) + " |";
-      }
-      out += "\n";
-    }
-    return out;
-  }
+// How a decode step runs (decode_step_bench.cu; the lab's step sweep varies it).
+struct StepVariant {
+  bool fused_rope = true;        // rope and the cache write inside decode_attention
+  bool prefetch_history = true;  // DecodeAttention::prefetch_history
+  bool attention = true;         // false: no rope, no attention (their share)
+  int splits = 0;                // 0: decode_attention_splits()
+  DependentLaunch next_launch = DependentLaunch::kDefault;  // decode_attention's
+  // Launch geometries of the linear layers (default: the library's choice).
+  DecodeLinearTuning qkv, o_proj, gate_up, down;
 };
 
-// Rows of the optional geometry sweep (--sweep): one line per shape and choice, and the
-// decode_linear matrix.
-struct Sweep {
-  bool enabled = false;
-  double copy_gbs = 0;
-  std::vector<std::string> rows;
-  GeometryMatrix linear;  // decode_linear: µs per launch, "balanced grid / every slot filled"
-  void add(const std::string& shape, const std::string& choice, double bytes, double us) {
-    char line[512];
-    const double gbs = bytes / (us * 1e3);
-    std::snprintf(line, sizeof(line), "| %s | %s | %.2f | %.0f | %.0f%% |", shape.c_str(),
-                  choice.c_str(), us, gbs, 100.0 * gbs / copy_gbs);
-    rows.push_back(line);
-    std::printf("sweep %s\n", line);
-    std::fflush(stdout);
-  }
-  std::string table() const {
-    std::string out = "| shape | choice | µs (PDL) | GB/s | % of copy |\n|---|---|---|---|---|\n";
-    for (const auto& row : rows) out += row + "\n";
-    if (!linear.rows.empty()) {
-      out +=
-          "\ndecode_linear, µs per launch (PDL): library's choice, then each geometry with "
-          "a balanced grid / every block slot filled\n\n" +
-          linear.table();
-    }
-    return out;
-  }
-};
+struct Sweep;  // lab/lab.h
+
 // A whole decode step (every layer, then the final norm and LM head) at `context` cached
 // tokens, ours against the same step with cuBLASLt linear layers; decode_step_bench.cu.
-// With the sweep on, also the step under each decode_attention tuning and without
-// attention at all (its share of the step).
+// With the sweep on, also the lab's step variants (sweep_decode_step).
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context);
-
-// A chain of launches whose blocks record their timelines (kernel_trace.cu): `launch`
-// runs `launches` times per graph and makes `slots` traced launches in all; traced launch
-// n is of kind kinds[n % kinds.size()], and each kind is summarized over the launches in
-// [skip, slots - skip).
-struct TraceChain {
-  std::string title;
-  std::function<Status(int, cudaStream_t)> launch;
-  int launches = 0;
-  int slots = 0;
-  int skip = 0;
-  std::vector<std::string> kinds;
-  // > 0: the grid's x dimension (attention: the splits); the table then says which
-  // blockIdx.x was most often the last block at each point.
-  int grid_x = 0;
-};
-std::string trace_chain(Timer& timer, const TraceChain& chain, double clock_ghz);
-
-// The timelines of one decode step's kernels at `context` cached tokens
-// (decode_step_bench.cu).
-std::string trace_decode_step(Timer& timer, const Model& m, int context, double clock_ghz);
-
-// Per-block timelines of each model's decode_linear chains and decode step, as markdown
-// (kernel_trace.cu); exits unless the build records them.
-std::string trace_kernels(Timer& timer, const std::vector<Model>& models);
 
 }  // namespace kvrt::engine::cuda::bench

@@ -6,7 +6,7 @@
 // step whose linear layers are cuBLASLt GEMMs with separate RMSNorm and SwiGLU kernels
 // (attention ours in both). The argmax is left out (it has its own row).
 #include "bench_common.h"
-#include "kvrt/engine/cuda/tuning.h"
+#include "lab/lab.h"
 
 namespace kvrt::engine::cuda::bench {
 namespace {
@@ -39,17 +39,6 @@ struct Layer {
   }
   const bf16* bias() const { return qkv_bias.bytes > 0 ? qkv_bias.bf() : nullptr; }
   Buffer attn_norm, mlp_norm, qkv, qkv_bias, o, gate_up, down, k_cache, v_cache;
-};
-
-// How a step runs its attention.
-struct Variant {
-  bool fused_rope = true;        // rope and the cache write inside decode_attention
-  bool prefetch_history = true;  // DecodeAttention::prefetch_history
-  bool attention = true;         // false: no rope, no attention (their share)
-  int splits = 0;                // 0: decode_attention_splits()
-  // Launch geometries of the linear layers (default: the library's choice). Applied as
-  // the process-wide override around each launch while the step is captured.
-  DecodeLinearTuning qkv, o_proj, gate_up, down;
 };
 
 struct Step {
@@ -99,7 +88,7 @@ struct Step {
     return total;
   }
 
-  Status rope_and_attention(const Layer& layer, const Variant& v, cudaStream_t s) {
+  Status rope_and_attention(const Layer& layer, const StepVariant& v, cudaStream_t s) {
     DecodeAttention op;
     op.q = qkv.bf();
     op.k_cache = layer.k_cache.bf();
@@ -114,6 +103,7 @@ struct Step {
     op.workspace = static_cast<float*>(workspace->ptr);
     op.workspace_bytes = workspace->bytes;
     op.prefetch_history = v.prefetch_history;
+    op.next_launch = v.next_launch;
     if (v.fused_rope) {
       op.rope_inv_freq = static_cast<const float*>(inv_freq->ptr);
       return decode_attention(op, s);
@@ -133,25 +123,20 @@ struct Step {
   }
 
   // Ours: the fused decode_linear kernels, attention as `v` says.
-  Status ours(const Variant& v, cudaStream_t s) {
+  Status ours(const StepVariant& v, cudaStream_t s) {
     KVRT_RETURN_IF_ERROR(embedding_gather(embed.bf(), m.vocab, m.hidden,
                                           static_cast<const int32_t*>(token.ptr), 1, h.bf(), s));
     const int qkv_rows = (m.q_heads + 2 * m.kv_heads) * m.head_dim;
     for (const auto& layer : layers) {
-      set_decode_linear_tuning(v.qkv);
       KVRT_RETURN_IF_ERROR(linear(layer->qkv, h, qkv_rows, m.hidden, &layer->attn_norm, false,
-                                  false, qkv, s, layer->bias()));
-      set_decode_linear_tuning(DecodeLinearTuning{});
+                                  false, qkv, s, layer->bias(), v.qkv));
       if (v.attention) KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, v, s));
-      set_decode_linear_tuning(v.o_proj);
+      KVRT_RETURN_IF_ERROR(linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false,
+                                  true, h, s, nullptr, v.o_proj));
+      KVRT_RETURN_IF_ERROR(linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true,
+                                  false, act, s, nullptr, v.gate_up));
       KVRT_RETURN_IF_ERROR(
-          linear(layer->o, attn, m.hidden, m.q_heads * m.head_dim, nullptr, false, true, h, s));
-      set_decode_linear_tuning(v.gate_up);
-      KVRT_RETURN_IF_ERROR(
-          linear(layer->gate_up, h, m.inter, m.hidden, &layer->mlp_norm, true, false, act, s));
-      set_decode_linear_tuning(v.down);
-      KVRT_RETURN_IF_ERROR(linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s));
-      set_decode_linear_tuning(DecodeLinearTuning{});
+          linear(layer->down, act, m.hidden, m.inter, nullptr, false, true, h, s, nullptr, v.down));
     }
     DecodeLinear head;
     head.weight = lm_head.bf();
@@ -164,7 +149,8 @@ struct Step {
   }
 
   Status linear(const Buffer& w, const Buffer& x, int rows, int in, const Buffer* norm, bool swiglu,
-                bool residual, const Buffer& y, cudaStream_t s, const bf16* bias = nullptr) {
+                bool residual, const Buffer& y, cudaStream_t s, const bf16* bias = nullptr,
+                const DecodeLinearTuning& tuning = {}) {
     DecodeLinear op;
     op.weight = w.bf();
     op.input = x.bf();
@@ -175,6 +161,7 @@ struct Step {
     op.bias = bias;
     op.residual = residual ? y.bf() : nullptr;
     op.output = y.bf();
+    op.tuning = tuning;
     return decode_linear(op, s);
   }
 
@@ -189,7 +176,7 @@ struct Step {
           rmsnorm(h.bf(), layer->attn_norm.bf(), normed.bf(), 1, m.hidden, kEps, s));
       KVRT_RETURN_IF_ERROR(lt.run(layer->qkv.bf(), normed.bf(), 1, qkv_rows, m.hidden, nullptr,
                                   qkv.bf(), s, layer->bias()));
-      KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, Variant{}, s));
+      KVRT_RETURN_IF_ERROR(rope_and_attention(*layer, StepVariant{}, s));
       KVRT_RETURN_IF_ERROR(
           lt.run(layer->o.bf(), attn.bf(), 1, m.hidden, m.q_heads * m.head_dim, h.bf(), h.bf(), s));
       KVRT_RETURN_IF_ERROR(
@@ -217,45 +204,16 @@ struct Step {
 
 }  // namespace
 
-std::string trace_decode_step(Timer& timer, const Model& m, int context, double clock_ghz) {
-  auto step = std::make_shared<Step>(m, context);
-  std::string out;
-  // The library's geometries, then down on a 2-deep ring, which leaves room for the next
-  // q/k/v block (the sweep's "room for the next launch" rows: slower).
-  for (bool room : {false, true}) {
-    Variant v;
-    if (room) v.down = ring_tuning(1024, 2, 2, -1);
-    TraceChain chain;
-    char title[160];
-    std::snprintf(title, sizeof(title), "%s decode step, cache %d%s", m.name, context,
-                  room ? ", down on a 2-deep ring" : "");
-    chain.title = title;
-    chain.launch = [step, v](int, cudaStream_t s) { return step->ours(v, s); };
-    // Two steps per graph; every launch but the first is summarized against its predecessor.
-    chain.launches = 2;
-    for (int l = 0; l < m.layers; ++l) {
-      for (const char* kind : {"q/k/v", "attention", "o_proj", "gate/up", "down"}) {
-        chain.kinds.push_back(kind);
-      }
-    }
-    chain.kinds.push_back("LM head");
-    chain.slots = 2 * static_cast<int>(chain.kinds.size());
-    chain.skip = 0;
-    out += trace_chain(timer, chain, clock_ghz);
-  }
-  return out;
-}
-
 void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear& lt,
                        const Model& m, int context) {
   Step step(m, context);
   constexpr int kSteps = 2;  // per graph: the model is far past L2 already
-  auto time = [&](const Variant& v) {
+  auto time = [&](const StepVariant& v) {
     return timer.time([&](int, cudaStream_t s) { return step.ours(v, s); }, kSteps);
   };
   const auto ours =
-      timer.ours([&](int, cudaStream_t s) { return step.ours(Variant{}, s); }, kSteps);
-  Variant separate_rope, late_history;
+      timer.ours([&](int, cudaStream_t s) { return step.ours(StepVariant{}, s); }, kSteps);
+  StepVariant separate_rope, late_history;
   separate_rope.fused_rope = false;
   late_history.prefetch_history = false;
   const LaunchTime separate_rope_us = time(separate_rope);
@@ -276,72 +234,8 @@ void bench_decode_step(Timer& timer, Report& report, Sweep& sweep, PrefillLinear
   if (!sweep.enabled) return;
   char name[64];
   std::snprintf(name, sizeof(name), "%s decode step, cache %d", m.name, context);
-  for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
-    set_decode_attention_tuning({next});
-    sweep.add(name,
-              next == DependentLaunch::kEarly ? "attention: next launch early"
-                                              : "attention: next launch late",
-              step.bytes(), time(Variant{}).chain);
-  }
-  set_decode_attention_tuning(DecodeAttentionTuning{});
-  for (int factor : {1, 4}) {
-    Variant v;
-    v.splits = std::max(1, step.splits * factor / 2);
-    char choice[64];
-    std::snprintf(choice, sizeof(choice), "attention: %d splits", v.splits);
-    sweep.add(name, choice, step.bytes(), time(v).chain);
-  }
-  // Geometries that leave room on each multiprocessor for a block of the next launch
-  // (shared memory and registers), so that it streams its W while these finish, and
-  // o_proj's previous 4-deep ring, which leaves none for a gate/up block: down's ring 3
-  // or 2 deep (a q/k/v block fits: TinyLlama at 3, Llama-3.2-1B at 2), gate/up on one
-  // block per SM (a down block fits).
-  struct Room {
-    const char* name;
-    DecodeLinearTuning o_proj, gate_up, down;
-  };
-  const Room rooms[] = {
-      {"no room after o_proj: its ring 4 deep", ring_tuning(1024, 4, 2, 0), {}, {}},
-      {"down ring 3 deep", {}, {}, ring_tuning(1024, 3, 2, 0)},
-      {"down ring 2 deep", {}, {}, ring_tuning(1024, 2, 2, 0)},
-      {"gate/up one block per SM, 4 deep", {}, ring_tuning(2048, 4, 1, 1), {}}};
-  for (const Room& room : rooms) {
-    Variant v;
-    v.o_proj = room.o_proj;
-    v.gate_up = room.gate_up;
-    v.down = room.down;
-    sweep.add(name, std::string("next launch's room: ") + room.name, step.bytes(), time(v).chain);
-  }
-  // Geometries the per-kernel sweep found faster alone, timed where it counts: one
-  // token's q/k/v on a ring (TinyLlama, Llama-3.2-1B), Llama-3.2-3B's q/k/v,
-  // Qwen2.5-0.5B's one-token gate/up.
-  auto with_grid = [](DecodeLinearTuning t, int balanced) {
-    t.balanced_grid = balanced;
-    return t;
-  };
-  auto balanced = [&](DecodeLinearTuning t) { return with_grid(t, 1); };
-  struct Alternative {
-    const char* name;
-    DecodeLinearTuning qkv, gate_up;
-  };
-  const Alternative alternatives[] = {{"q/k/v on a ring of 2048-key slots, 3 deep, 1/SM, filled",
-                                       with_grid(ring_tuning(2048, 3, 1, 1, 0), 0),
-                                       {}},
-                                      {"q/k/v on a ring of 1024-key slots, 4 deep, 2/SM, balanced",
-                                       balanced(ring_tuning(1024, 4, 2, 0, 0)),
-                                       {}},
-                                      {"gate/up on 2048-key slots, 3 deep, 2/SM, balanced",
-                                       {},
-                                       balanced(ring_tuning(2048, 3, 2, 1, 0))}};
-  for (const Alternative& alternative : alternatives) {
-    Variant v;
-    v.qkv = alternative.qkv;
-    v.gate_up = alternative.gate_up;
-    sweep.add(name, alternative.name, step.bytes(), time(v).chain);
-  }
-  Variant none;
-  none.attention = false;
-  sweep.add(name, "without rope and attention (bytes as with)", step.bytes(), time(none).chain);
+  sweep_decode_step(sweep, name, step.bytes(), step.splits,
+                    [&](const StepVariant& v) { return time(v).chain; });
 }
 
 }  // namespace kvrt::engine::cuda::bench

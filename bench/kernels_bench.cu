@@ -10,19 +10,17 @@
 // the last one's drain) cancels (Timer in bench_common.h). Our kernels are timed with
 // programmatic dependent launch (as a captured decode step runs them) and without.
 //
-//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--trace] [--models A,B|all]
+//   kernels_bench [--out FILE] [--iters N] [--sweep] [--quick] [--models A,B|all]
 //                 [--only LABEL,...]
 //   (kernels_bench_main.cpp)
 //
 // The last rows per model time a whole decode step (decode_step_bench.cu). A second table
-// sets each memory-bound decode row against its chain floor (chain_floor.cu): the least
+// sets each memory-bound decode row against its chain floor (lab/chain_floor.cu): the least
 // kernel of a PDL chain that reads the same bytes, and for the small one-token rows the
 // ladder of a GEMV's steps added to it. --quick runs only the decode attention
 // and decode step rows, without that table; --only picks rows by label.
 // --sweep also times every launch geometry of decode_linear and several split counts of
-// decode_attention at each shape, and appends that table. --trace prints only the
-// per-block timelines of the decode_linear chains and of whole decode steps
-// (kernel_trace.cu; needs a build configured with -DKVRT_KERNEL_TRACE=ON).
+// decode_attention at each shape, and appends that table (lab/sweep.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,7 +37,7 @@
 #include "kernels_bench.h"
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/kernels.h"
-#include "kvrt/engine/cuda/tuning.h"
+#include "lab/lab.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -48,50 +46,7 @@ using namespace bench;
 
 Sweep g_sweep;
 
-// The chain floor of each memory-bound decode row (chain_floor.cu), set against ours.
-struct FloorRows {
-  bool enabled = false;
-  double copy_gbs = 0;
-  std::vector<std::string> rows, ladder;
-  void add(const std::string& model, const std::string& kernel, const std::string& shape,
-           double bytes, double ours_us, const ChainFloor& floor) {
-    char line[512];
-    std::snprintf(line, sizeof(line),
-                  "| %s | %s | %s | %.2f | %.0f%% | %d x 256 threads/SM, %d loads | %.2f | %.2f | "
-                  "%.2f | %.2f |",
-                  model.c_str(), kernel.c_str(), shape.c_str(), floor.us,
-                  100.0 * bytes / (floor.us * 1e3) / copy_gbs, floor.per_sm, floor.loads,
-                  floor.counter_us, floor.block_share_us, ours_us, ours_us - floor.us);
-    rows.push_back(line);
-    std::printf("floor %s\n", line);
-    if (floor.ladder[0] > 0) {
-      std::snprintf(line, sizeof(line), "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f |",
-                    model.c_str(), kernel.c_str(), floor.us, floor.ladder[0], floor.ladder[1],
-                    floor.ladder[2], ours_us);
-      ladder.push_back(line);
-      std::printf("ladder %s\n", line);
-    }
-    std::fflush(stdout);
-  }
-  std::string table() const {
-    std::string out =
-        "| model | kernel | shape | floor µs | floor % of copy | floor's geometry | floor "
-        "chained by a counter µs | floor, a contiguous share per block µs | ours µs (PDL) | "
-        "ours - floor µs |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n";
-    for (const auto& row : rows) out += row + "\n";
-    if (ladder.empty()) return out;
-    out +=
-        "\nThe ladder: the floor's kernel at its geometry, doing after the wait one more of a "
-        "one-token GEMV's steps at a time (µs per launch)\n\n"
-        "| model | kernel | floor | + x loaded (a chunk per thread) | + x staged in shared "
-        "memory, a barrier | + dot products, a warp reduction, a barrier, 8 stores | ours |\n"
-        "|---|---|---|---|---|---|---|\n";
-    for (const auto& row : ladder) out += row + "\n";
-    return out;
-  }
-};
-FloorRows g_floor;
+FloorTable g_floor;
 
 // A plain SM copy (16-byte loads and stores, grid-stride), the other copy peer.
 __global__ void copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, size_t count) {
@@ -172,7 +127,7 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   Buffer bias_values(static_cast<size_t>(mats) * rows * 2);
   bias_values.random(1.0f, 17);
   const int launches = std::max(copies, 32);
-  auto launch_with = [&](const bf16* weight, cudaStream_t s) {
+  auto launch_with = [&](const bf16* weight, cudaStream_t s, const DecodeLinearTuning& tuning) {
     DecodeLinear op;
     op.weight = weight;
     op.input = x.bf();
@@ -188,11 +143,16 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
     } else {
       op.output = residual ? res.bf() : y.bf();
     }
+    op.tuning = tuning;
     return decode_linear(op, s);
   };
-  auto launch_ours = [&](int i, cudaStream_t s) {
-    return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s);
+  // Launch i under `tuning` (default: the library's choice).
+  auto launch_tuned = [&](const DecodeLinearTuning& tuning) {
+    return [&, tuning](int i, cudaStream_t s) {
+      return launch_with(weights[static_cast<size_t>(i % copies)]->bf(), s, tuning);
+    };
   };
+  const auto launch_ours = launch_tuned({});
   const double out_bytes = static_cast<double>(tokens) * rows * (f32_out ? 4 : 2);
   const double bytes = static_cast<double>(w_bytes) + tokens * in * 2.0 + out_bytes +
                        (residual ? tokens * rows * 2.0 : 0.0) + (norm ? in * 2.0 : 0.0) +
@@ -201,83 +161,15 @@ void bench_linear(Timer& timer, Report& report, PrefillLinear& lt, const Model& 
   std::snprintf(shape, sizeof(shape), "T=%d, W %dx%d%s%s", tokens, mats * rows, in,
                 norm ? " +norm" : "", bias ? " +bias" : "");
   if (g_sweep.enabled) {
-    const std::string row = std::string(m.name) + " " + kernel + " " + shape;
-    std::vector<DecodeLinearTuning> choices;
-    for (const auto& [keys, stages, per_sm, contiguous, row_pad] :
-         std::vector<std::tuple<int, int, int, int, int>>{{2048, 4, 1, 0, 16},
-                                                          {2048, 4, 1, 1, 16},
-                                                          {2048, 3, 2, 0, 16},
-                                                          {2048, 3, 2, 1, 16},
-                                                          {2048, 2, 2, 1, 16},
-                                                          {2048, 3, 1, 1, 16},
-                                                          {2048, 2, 1, 1, 16},
-                                                          {1024, 6, 1, 0, 16},
-                                                          {1024, 4, 2, 0, 16},
-                                                          {1024, 4, 2, 0, 64},
-                                                          {1024, 4, 2, 0, 0},
-                                                          {1024, 2, 2, 0, 0},
-                                                          {1024, 5, 2, 0, 0},
-                                                          {2048, 2, 2, 0, 0},
-                                                          {1024, 6, 1, 0, 0},
-                                                          {2048, 8, 1, 1, 0},
-                                                          {2048, 12, 1, 1, 0}}) {
-      choices.push_back(ring_tuning(keys, stages, per_sm, contiguous, row_pad));
-    }
-    for (int split_k : {4, 8}) {
-      DecodeLinearTuning t;
-      t.kernel = DecodeLinearKernel::kDirect;
-      t.split_k = split_k;
-      t.blocks_per_sm = 2;
-      choices.push_back(t);
-    }
-    const double library_us = timer.per_launch_us(launch_ours, launches);
-    char cell[64];
-    std::snprintf(cell, sizeof(cell), "%.2f", library_us);
-    g_sweep.linear.add(row, "library's choice", cell);
-    // The same launches reading one copy of W that stays in L2: what the launch costs
-    // when HBM is not the limit (its latency floor in the chain).
+    // The same launches reading one copy of W that stays in L2 (where it fits).
+    std::vector<std::unique_ptr<Buffer>> resident;
+    LaunchFn launch_resident;
     if (w_bytes <= 40u << 20) {
-      const auto resident = rotation(w_bytes, 1, 1.0f / 64);
-      auto launch_resident = [&](int, cudaStream_t s) { return launch_with(resident[0]->bf(), s); };
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_resident, launches));
-    } else {
-      std::snprintf(cell, sizeof(cell), "-");
+      resident = rotation(w_bytes, 1, 1.0f / 64);
+      launch_resident = [&](int, cudaStream_t s) { return launch_with(resident[0]->bf(), s, {}); };
     }
-    g_sweep.linear.add(row, "library's choice, W resident in L2", cell);
-    if (tokens == 1) {  // x in registers: in token 0's lanes rather than over all lanes
-      DecodeLinearTuning t;
-      t.one_token_x = 0;
-      set_decode_linear_tuning(t);
-      std::snprintf(cell, sizeof(cell), "%.2f", timer.per_launch_us(launch_ours, launches));
-      set_decode_linear_tuning(DecodeLinearTuning{});
-    } else {
-      std::snprintf(cell, sizeof(cell), "-");
-    }
-    g_sweep.linear.add(row, "library's choice, one token's x in token 0's lanes", cell);
-    for (DecodeLinearTuning choice : choices) {
-      double us[2];
-      for (int balanced : {1, 0}) {
-        choice.balanced_grid = balanced;
-        set_decode_linear_tuning(choice);
-        us[1 - balanced] = timer.per_launch_us(launch_ours, launches);
-      }
-      char name[128];
-      if (choice.kernel == DecodeLinearKernel::kRing) {
-        std::snprintf(name, sizeof(name), "ring %d keys, %d deep, %d/SM%s", choice.stage_keys,
-                      choice.stages, choice.blocks_per_sm,
-                      choice.contiguous > 0  ? ", contiguous"
-                      : choice.row_pad == 64 ? ", rows padded 64 B"
-                      : choice.row_pad == 16 ? ", rows padded 16 B"
-                                             : "");
-      } else {
-        std::snprintf(name, sizeof(name), "direct split_k %d, %d/SM", choice.split_k,
-                      choice.blocks_per_sm);
-      }
-      std::snprintf(cell, sizeof(cell), "%.2f / %.2f", us[0], us[1]);
-      g_sweep.linear.add(row, name, cell);
-      std::printf("sweep | %s | %s | %s |\n", row.c_str(), name, cell);
-    }
-    set_decode_linear_tuning(DecodeLinearTuning{});
+    sweep_decode_linear(timer, g_sweep, std::string(m.name) + " " + kernel + " " + shape, tokens,
+                        launch_tuned, launch_resident, launches);
   }
   if (!in_table) return;
   const auto ours = timer.ours(launch_ours, launches);
@@ -315,34 +207,23 @@ void bench_decode_attention(Timer& timer, Report& report, const Model& m, int le
   const double bytes = 2.0 * operands.cache_bytes + 4.0 * m.q_heads * dim +
                        (fused_rope ? 8.0 * m.kv_heads * dim : 0);
   // `rotate` false: every launch reads the first copy, which then stays in L2.
-  auto measure = [&](int split_count, bool rotate = true) {
+  auto measure = [&](int split_count, bool rotate = true,
+                     DependentLaunch next = DependentLaunch::kDefault) {
     Buffer workspace(decode_attention_workspace_bytes(m.q_heads, dim, split_count));
     workspace.zero();
     return timer.ours(
         [&](int i, cudaStream_t s) {
-          return decode_attention(operands.op(i, split_count, workspace, rotate), s);
+          return decode_attention(operands.op(i, split_count, workspace, rotate, next), s);
         },
         std::max(operands.copies, 32));
   };
   if (g_sweep.enabled && !fused_rope) {
-    for (DependentLaunch next : {DependentLaunch::kLate, DependentLaunch::kEarly}) {
-      set_decode_attention_tuning({next});
-      for (int factor : {1, 2, 4, 8}) {
-        const int split_count = std::max(1, *splits * factor / 2);
-        char shape[128], name[96];
-        std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
-        std::snprintf(name, sizeof(name), "%d splits, next launch %s", split_count,
-                      next == DependentLaunch::kEarly ? "early" : "late");
-        g_sweep.add(shape, name, bytes, measure(split_count).pdl.chain);
-      }
-    }
-    set_decode_attention_tuning(DecodeAttentionTuning{});
-    if (2 * operands.cache_bytes <= 40u << 20) {  // what a launch costs when HBM is not the limit
-      char shape[128], name[96];
-      std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
-      std::snprintf(name, sizeof(name), "%d splits, cache resident in L2", *splits);
-      g_sweep.add(shape, name, bytes, measure(*splits, false).pdl.chain);
-    }
+    char shape[128];
+    std::snprintf(shape, sizeof(shape), "%s decode attention, cache %d", m.name, length);
+    sweep_decode_attention(g_sweep, shape, bytes, *splits, 2 * operands.cache_bytes <= 40u << 20,
+                           [&](int split_count, bool rotate, DependentLaunch next) {
+                             return measure(split_count, rotate, next).pdl.chain;
+                           });
   }
   const auto us = measure(*splits);
   char shape[128];
@@ -596,10 +477,6 @@ int run_kernels_bench(const KernelsBenchOptions& options) {
     std::fputs(text.c_str(), file);
     std::fclose(file);
   };
-  if (options.trace) {
-    write(std::string("Device: ") + prop.name + ". " + trace_kernels(timer, models));
-    return 0;
-  }
 
   const CopyBandwidth copy = copy_bandwidth(timer);
   const double copy_gbs = copy.best();

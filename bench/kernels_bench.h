@@ -12,7 +12,6 @@ struct KernelsBenchOptions {
   int iters = 50;        // timed graph replays per case (the median is reported)
   bool sweep = false;    // also every decode_linear geometry and attention/step variant
   bool quick = false;    // no chain floor; rows as `only`, else attention and the step
-  bool trace = false;    // only the decode_linear timelines (a KVRT_KERNEL_TRACE build)
   // Model shapes to time, by name (kernels_bench_model_names()), or "all"; empty: the
   // two the kernel targets are stated for (TinyLlama-1.1B, Llama-3.2-1B).
   std::vector<std::string> models;

@@ -23,9 +23,6 @@ int main(int argc, char** argv) {
                  "\"decode qkv,decode o_proj\"); prefill linear brings the 512-token prefill "
                  "attention, rmsnorm and swiglu, rope brings embedding gather and argmax")
       ->delimiter(',');
-  app.add_flag("--trace", options.trace,
-               "only the per-block timelines of the decode_linear chains (needs a build "
-               "configured with -DKVRT_KERNEL_TRACE=ON)");
   std::string known;
   for (const std::string& name : kvrt::engine::cuda::kernels_bench_model_names()) {
     known += (known.empty() ? "" : ", ") + name;

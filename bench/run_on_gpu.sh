@@ -4,7 +4,7 @@
 # benchmark, then compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on the
 # test binary side by side (they share the GPU; their time goes mostly to the CPU
 # references), the benchmark again to show the spread between runs, and the kernels'
-# SASS, resource usage and PDL order (bench/pdl_order.awk) for reading offline.
+# SASS, resource usage and PDL order (bench/lab/pdl_order.awk) for reading offline.
 # Everything lands in $OUT.
 # SWEEP=1 makes the first benchmark also time every decode_linear geometry, several
 # decode_attention split counts and launch points, and the decode step's variants
@@ -63,7 +63,7 @@ cuobjdump -res-usage "$dist/kvrt_cuda_kernels_test" >"$out/res_usage.txt" 2>&1
 cuobjdump -sass "$dist/kvrt_cuda_kernels_test" 2>&1 |
   awk '/Function : /{keep = /decode_linear|decode_attention/} keep' | gzip >"$out/sass.txt.gz"
 # Where each kernel's loads sit against its PDL wait (ptxas may move the wait up).
-cuobjdump -sass "$dist/kvrt_cuda_kernels_test" 2>&1 | awk -f "$(dirname "$0")/pdl_order.awk" |
+cuobjdump -sass "$dist/kvrt_cuda_kernels_test" 2>&1 | awk -f "$(dirname "$0")/lab/pdl_order.awk" |
   (c++filt 2>/dev/null || cat) >"$out/pdl_order.txt"
 
 step "done, status $status"

@@ -26,14 +26,12 @@
 //          last block of the group merges every split (the counter wraps back to zero);
 //          an empty slice writes sum 0 and zero outputs, so the merge reads no stale data
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "kvrt/engine/cuda/attention_common.cuh"
 #include "kvrt/engine/cuda/decode_attention_steps.cuh"
 #include "kvrt/engine/cuda/launch.h"
 #include "kvrt/engine/cuda/rope_common.cuh"
-#include "kvrt/engine/cuda/trace.cuh"
 #include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
@@ -66,8 +64,6 @@ struct Geometry {
   // memory (with ~2 KiB of static arrays and the 1 KiB reserved per block) fits twice.
   static constexpr int kMinBlocks = 2 * (kSmem + 3 * 1024) <= 228 * 1024 ? 2 : 1;
 };
-
-std::atomic<DependentLaunch> g_next_launch{DependentLaunch::kDefault};
 
 // Two blocks per multiprocessor (this launch's and the next) where their shared memory
 // allows: caps the registers that the merge's loads in flight would otherwise raise past
@@ -111,7 +107,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   bf16* k_head = p.k + static_cast<size_t>(kv_head) * p.max_seq * kDim;
   bf16* v_head = p.v + static_cast<size_t>(kv_head) * p.max_seq * kDim;
 
-  KVRT_TRACE_BEGIN();
   // The inverse frequencies are constant, so they load in the position's trip to memory;
   // loaded where the angles need them they took a second trip before the PDL wait.
   static_assert(kDim / 2 <= kThreads);
@@ -147,10 +142,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     rope_angle(pos, inv_freq, p.rope_scaling, &rope_cs[j], &rope_cs[kDim / 2 + j]);
   }
   if (rotate) __syncthreads();  // the angles, for every thread's rows after the wait
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   if (p.early_dependents) pdl_launch_dependents();
   if (p.prefetch_history) pdl_wait();
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
   float* merge_m = reinterpret_cast<float*>(qs);  // [kWarps][16], after the main loop
   float* merge_l = merge_m + kWarps * kRows;      // [kWarps][16]
@@ -184,7 +177,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     }
     uint32_t qf[kDim / 16][4];
     load_q_fragments<kDim>(qf, qs, kStride);
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[kDim / 8][4] = {};
@@ -194,7 +186,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
       // loaded (rows past the history in a loaded tile are zeros, masked below).
       cp_async_wait<0>();
       __syncthreads();
-      if (threadIdx.x == 0) KVRT_TRACE(kTraceFirstSlotFull);
       const int row0 = warp * kWideKeys;
       if (row0 < tiles * kTileKeys) {
         float s[kWideKeys / 8][4];
@@ -215,7 +206,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     for (int it = 0; !wide && it < tiles; ++it) {
       cp_async_wait<kStages - 1>();  // tile `it` has landed (kStages + it groups issued)
       __syncthreads();
-      if (threadIdx.x == 0 && it == 0) KVRT_TRACE(kTraceFirstSlotFull);
       const int slot = it % kStages;
       const int row0 = slot * kTileKeys + warp * 16;
       float s[2][4];
@@ -247,7 +237,6 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     cp_async_wait<0>();
     reduce_row_sums(l);
     __syncthreads();  // q and the tiles are free (also when no tile ran)
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);
 
     // Merge the warps.
     if (t == 0) {
@@ -312,13 +301,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   // Late: only now may the next kernel's blocks take SM slots (with several waves, blocks
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
-  if (threadIdx.x == 0) KVRT_TRACE(kTracePartialsWritten);
   if (!p.early_dependents) pdl_launch_dependents();
-  if (p.splits == 1) {
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-    KVRT_TRACE_END(p.trace);
-    return;
-  }
+  if (p.splits == 1) return;
 
   // The last block of this head group to finish merges all splits. One thread counts the
   // block done with an acquire-release atomic: the barrier before it orders every
@@ -331,19 +315,8 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
     last_block = before == static_cast<unsigned>(p.splits - 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceCounterTaken);
-  if (!last_block) {
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-    KVRT_TRACE_END(p.trace);
-    return;
-  }
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeStart);
-
-  merge_splits<kDim, kThreads>(p, head0, heads, [&] {
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceMergeLoaded);
-  });
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-  KVRT_TRACE_END(p.trace);
+  if (!last_block) return;
+  merge_splits<kDim, kThreads>(p, head0, heads);
 }
 
 // Whether a grid of `blocks` runs in one wave of this geometry's blocks.
@@ -357,21 +330,19 @@ Result<bool> one_wave(int64_t blocks) {
   return blocks <= static_cast<int64_t>(per_sm) * sms;
 }
 
-// `single_wave`: the grid runs in one wave of this geometry's blocks (one_wave).
+// `single_wave`: the grid runs in one wave of this geometry's blocks (one_wave); `next`:
+// the launch's own choice (DecodeAttention::next_launch).
 template <int kDim, int kWarps>
-Status run_geometry(const dim3 grid, bool single_wave, Params p, cudaStream_t stream) {
+Status run_geometry(const dim3 grid, bool single_wave, DependentLaunch next, Params p,
+                    cudaStream_t stream) {
   using G = Geometry<kDim, kWarps>;
   // The next kernel (o_proj, in a decode step) may launch at once when the grid runs in
   // one wave: its blocks then stream their weights beside these. With several waves its
   // parked blocks would take the slots of this grid's later waves.
-  DependentLaunch next = g_next_launch.load();
   if (next == DependentLaunch::kDefault) {
     next = single_wave ? DependentLaunch::kEarly : DependentLaunch::kLate;
   }
   p.early_dependents = next == DependentLaunch::kEarly;
-#if KVRT_KERNEL_TRACE
-  p.trace = trace_rows_for_next_launch(static_cast<int>(grid.x * grid.y));
-#endif
   return launch(decode_attention_kernel<kDim, kWarps>, grid, dim3(G::kThreads), G::kSmem, stream,
                 "decode_attention", p);
 }
@@ -390,10 +361,10 @@ Status run(const DecodeAttention& op, Params p, cudaStream_t stream) {
   if constexpr (kDim == 128) {
     if (!single_wave) {
       KVRT_ASSIGN_OR_RETURN(bool narrow_single_wave, (one_wave<kDim, 4>(blocks)));
-      return run_geometry<kDim, 4>(grid, narrow_single_wave, p, stream);
+      return run_geometry<kDim, 4>(grid, narrow_single_wave, op.next_launch, p, stream);
     }
   }
-  return run_geometry<kDim, kWarps>(grid, single_wave, p, stream);
+  return run_geometry<kDim, kWarps>(grid, single_wave, op.next_launch, p, stream);
 }
 
 }  // namespace
@@ -431,10 +402,6 @@ size_t partials_offset(int q_heads, int splits) {
          align16(static_cast<size_t>(q_heads) * splits * sizeof(float2));
 }
 }  // namespace
-
-void set_decode_attention_tuning(const DecodeAttentionTuning& tuning) {
-  g_next_launch.store(tuning.next_launch);
-}
 
 size_t decode_attention_counter_bytes(int q_heads) {
   return q_heads < 1 ? 0 : align16(static_cast<size_t>(q_heads) * sizeof(unsigned));

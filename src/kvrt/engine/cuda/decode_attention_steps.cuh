@@ -35,9 +35,6 @@ struct Params {
   int q_heads, kv_heads;
   bool prefetch_history;  // read position and rows < position before the PDL wait
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
-#if KVRT_KERNEL_TRACE
-  uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
-#endif
 };
 
 // The slice [*start, *end) of the live cache that `split` reduces.
@@ -166,9 +163,8 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
 // loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
 // against loading the maxima first, then the outputs in two batches) — merging each
 // batch into a running softmax; an empty split (max -inf, sum 0) weighs nothing.
-template <int kDim, int kThreads, typename OnLoaded>
-__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads,
-                                             OnLoaded on_loaded) {
+template <int kDim, int kThreads>
+__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads) {
   constexpr int kBatch = 16, kColumns = kDim / 4;
   for (int item = threadIdx.x; item < heads * kColumns; item += kThreads) {
     const int r = item / kColumns, d4 = item - r * kColumns;
@@ -197,7 +193,6 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
       for (int k = 0; k < 4; ++k) quarter[k] = fmaxf(half[k], half[k + 4]);
       const float batch_max =
           fmaxf(fmaxf(running_max, fmaxf(quarter[0], quarter[2])), fmaxf(quarter[1], quarter[3]));
-      if (s0 == 0) on_loaded();
       if (batch_max == -INFINITY) continue;                  // only empty splits so far
       const float rescale = exp2f(running_max - batch_max);  // 0 while nothing merged
       total *= rescale;

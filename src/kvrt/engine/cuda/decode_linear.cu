@@ -10,7 +10,6 @@
 // (the sweep in docs/kernels-sweep.md compares geometries). This file checks arguments,
 // picks the geometry and dispatches.
 #include <algorithm>
-#include <mutex>
 
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
@@ -77,9 +76,6 @@ Status validate(const DecodeLinear& op) {
   return Status();
 }
 
-std::mutex g_tuning_mutex;
-DecodeLinearTuning g_tuning_override;
-
 // The library's geometry, per shape class, from the sweep on the H200
 // (docs/kernels-sweep.md): wide rows stream best as two blocks per multiprocessor with
 // 1024-key slots; matrices of 2048-key rows as whole-row slots copied in one run per
@@ -110,6 +106,7 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
   t.split_k = 8;
   t.balanced_grid = 1;
   t.row_pad = 0;  // every copy 128-byte aligned: faster than conflict-free reads
+  t.one_token_x = 1;
   if (bytes <= 9 * kMiB && in <= 2048) {  // o_proj: a 2-deep ring holds a block's tile
     t.stage_keys = 1024;                  // and leaves room for a gate/up block
     t.stages = 2;
@@ -171,13 +168,13 @@ DecodeLinearTuning default_tuning(int tokens, int w_rows, int in) {
   return t;
 }
 
-// `fit_to_sm` (may be null) tells whether the ring's depth and blocks per SM are the
-// library's own, which decode_linear then fits to the multiprocessor.
-DecodeLinearTuning resolve_tuning(int tokens, int w_rows, int in, bool* fit_to_sm) {
+// The geometry of a launch: the library's choice with the set fields of `o` (the
+// launch's own choice) over it. *fit_to_sm tells whether the ring's depth and blocks per
+// SM are the library's own, which decode_linear then fits to the multiprocessor.
+DecodeLinearTuning resolve_tuning(int tokens, int w_rows, int in, const DecodeLinearTuning& o,
+                                  bool* fit_to_sm) {
   DecodeLinearTuning t = default_tuning(tokens, w_rows, in);
-  std::lock_guard<std::mutex> lock(g_tuning_mutex);
-  const DecodeLinearTuning& o = g_tuning_override;
-  if (fit_to_sm != nullptr) *fit_to_sm = o.stages <= 0 && o.blocks_per_sm <= 0;
+  *fit_to_sm = o.stages <= 0 && o.blocks_per_sm <= 0;
   if (o.kernel != DecodeLinearKernel::kDefault) t.kernel = o.kernel;
   if (o.blocks_per_sm > 0) t.blocks_per_sm = o.blocks_per_sm;
   if (o.stage_keys > 0) t.stage_keys = o.stage_keys;
@@ -193,19 +190,14 @@ DecodeLinearTuning resolve_tuning(int tokens, int w_rows, int in, bool* fit_to_s
 }  // namespace
 
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in) {
-  return resolve_tuning(tokens, w_rows, in, nullptr);
-}
-
-void set_decode_linear_tuning(const DecodeLinearTuning& tuning) {
-  std::lock_guard<std::mutex> lock(g_tuning_mutex);
-  g_tuning_override = tuning;
+  return default_tuning(tokens, w_rows, in);
 }
 
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
   KVRT_RETURN_IF_ERROR(validate(op));
   bool fit_to_sm = false;
   DecodeLinearTuning tuning =
-      resolve_tuning(op.tokens, op.swiglu ? 2 * op.rows : op.rows, op.in, &fit_to_sm);
+      resolve_tuning(op.tokens, op.swiglu ? 2 * op.rows : op.rows, op.in, op.tuning, &fit_to_sm);
   Params p{};
   p.w = op.weight;
   p.x = op.input;

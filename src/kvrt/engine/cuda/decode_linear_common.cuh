@@ -16,7 +16,6 @@
 
 #include "kvrt/engine/cuda/device_common.cuh"
 #include "kvrt/engine/cuda/mma.cuh"
-#include "kvrt/engine/cuda/trace.h"
 #include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda::detail::decode_linear {
@@ -88,9 +87,6 @@ struct Params {
   // Last: the fields every kernel reads keep their offsets, so a kernel without a bias
   // compiles to the same code whether or not this field exists.
   const bf16* bias;  // [rows] or [2 rows], or null
-#if KVRT_KERNEL_TRACE
-  uint64_t* trace;  // this launch's timeline rows, or null (trace.h)
-#endif
 };
 
 // x straight into registers, for a kernel whose kWarps warps each multiply a fixed set of

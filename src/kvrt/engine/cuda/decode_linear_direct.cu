@@ -15,7 +15,6 @@
 
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
-#include "kvrt/engine/cuda/trace.cuh"
 
 namespace kvrt::engine::cuda::detail {
 namespace {
@@ -170,7 +169,6 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   __shared__ float row_sums[kWarps][kTileCols];
   // Only with registers or a bias to keep ahead of the PDL wait.
   __shared__ uint32_t load_fences[kRegisterChunks > 0 || has_bias(kEpilogue) ? kThreads : 1];
-  KVRT_TRACE_BEGIN();
   pdl_launch_dependents();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -214,7 +212,6 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   const bool writer = threadIdx.x < kOutputs;
   Addend<kEpilogue> addend = 0;  // the bias now (a weight), the residual after the wait
   if (writer) load_bias<kEpilogue>(p, tile * kOutputs + threadIdx.x, addend);
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceProducerDone);
   // The bias lands before the wait too: Qwen2.5's q/k/v took 2.24-2.25 and 2.85-2.86 us
   // with it only issued there, 2.20 and 2.83-2.84 so (2.20 and 2.79 without a bias).
   uint32_t bias_bits = 0;
@@ -226,9 +223,7 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     keep_loads_before_wait(none, &load_fences[threadIdx.x], bias_bits);
   }
   // This thread's register chunks have landed (its copies may still be in flight).
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceLastSlotFull);
   pdl_wait();
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
 
   if (writer) load_residual<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, addend);
   if constexpr (!kGammaEarly) load_gamma();
@@ -290,7 +285,6 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
   float h = (up4 ? f[1] : f[0]) + __shfl_xor_sync(0xffffffffu, up4 ? f[0] : f[1], 4);
   h += __shfl_xor_sync(0xffffffffu, h, 2);
   h += __shfl_xor_sync(0xffffffffu, h, 1);
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);  // after the products that wait for x
   if ((lane & 3) == 0) row_sums[warp][(up16 ? 4 : 0) + (up8 ? 2 : 0) + (up4 ? 1 : 0)] = h;
   __syncthreads();
   if (writer) {
@@ -302,8 +296,6 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 4 : 2)
     }
     store_output<kEpilogue>(p, 0, tile * kOutputs + threadIdx.x, sum, up, addend);
   }
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-  KVRT_TRACE_END(p.trace);
 }
 
 template <int kEpilogue>
@@ -336,11 +328,7 @@ Status launch_decode_linear_direct(const Params& p, int epilogue, bool norm, int
     const size_t smem = one_token_smem_bytes(per_thread, norm);
     KVRT_RETURN_IF_ERROR(
         allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
-    Params args = p;
-#if KVRT_KERNEL_TRACE
-    args.trace = trace_rows_for_next_launch(p.tiles);
-#endif
-    return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", args);
+    return launch(kernel, dim3(p.tiles), dim3(kThreads), smem, stream, "decode_linear", p);
   }
   void (*kernel)(Params) =
       with_epilogue(epilogue, [&](auto kEpilogue) { return pick<kEpilogue()>(norm); });

@@ -18,7 +18,6 @@
 #include "kvrt/engine/cuda/bulk_copy.cuh"
 #include "kvrt/engine/cuda/decode_linear_common.cuh"
 #include "kvrt/engine/cuda/launch.h"
-#include "kvrt/engine/cuda/trace.cuh"
 
 namespace kvrt::engine::cuda::detail {
 namespace {
@@ -68,7 +67,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
   const int end = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * p.tiles / gridDim.x);
   const int total = (end - first) * p.parts;  // ring slots this block fills
 
-  KVRT_TRACE_BEGIN();
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       barrier_init(&full[s], 1);
@@ -101,7 +99,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
         bulk_copy(dst, src, (kGlu ? rows / 2 : rows) * bytes, &full[slot], w_policy);
       }
     }
-    if (lane == 0) KVRT_TRACE(kTraceProducerDone);
     return;
   }
 
@@ -122,23 +119,19 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       if (c < p.chunks) gamma0 = reinterpret_cast<const uint4*>(p.norm_w)[c];
     }
     pdl_wait();
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     load_x_registers_one_token<kNorm>(p, xr, gamma0, chunk, reduce + kWarps * 64, consumer_sync);
   } else if constexpr (kX == kXRegisters) {
     uint4 gamma[kRegisterSteps] = {};
     if constexpr (kNorm) load_gamma_registers(p, gamma, chunk);
     pdl_wait();
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     load_x_registers<kNorm>(p, xr, gamma, chunk, reduce + kWarps * 64, consumer_sync);
   } else {
     uint4 gamma[4] = {};  // in <= 8192 without loads after the wait
     if constexpr (kNorm) load_staged_gamma<kConsumers>(p, gamma, threadIdx.x);
     pdl_wait();
-    if (threadIdx.x == 0) KVRT_TRACE(kTraceWaitReturned);
     stage_x<kNorm, kConsumers, 8>(p, xs, reduce, threadIdx.x, gamma, consumer_sync);
     consumer_sync();
   }
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceInputReady);
   const uint4* x_row = xs + (x_ok ? g : 0) * p.x_stride;
   // The epilogue: thread (token, j) writes output j of each tile; its addend (residual,
   // bias) is loaded a tile ahead.
@@ -183,8 +176,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
     for (int tile = first, buffer = 0; tile < end; ++tile, buffer ^= 1) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       barrier_wait(&full[slot], parity);
-      if (threadIdx.x == 0 && tile == first) KVRT_TRACE(kTraceFirstSlotFull);
-      if (threadIdx.x == 0 && tile == end - 1) KVRT_TRACE(kTraceLastSlotFull);
       const char* w_row = ring + slot * slot_bytes + g * p.row_stride;
 #pragma unroll
       for (int u = 0; u < kRegisterSteps; ++u) {
@@ -204,10 +195,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int part = 0; part < p.parts; ++part) {
         barrier_wait(&full[slot], parity);
-        if (threadIdx.x == 0 && tile == first && part == 0) KVRT_TRACE(kTraceFirstSlotFull);
-        if (threadIdx.x == 0 && tile == end - 1 && part == p.parts - 1) {
-          KVRT_TRACE(kTraceLastSlotFull);
-        }
         const int k0_chunk = part * (p.stage_keys / 8);
         const int chunks = min(p.stage_keys, p.in - part * p.stage_keys) / 8;
         const int steps = ceil_div(chunks, 4);
@@ -229,8 +216,6 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       finish_tile(tile, buffer, acc);
     }
   }
-  if (threadIdx.x == 0) KVRT_TRACE(kTraceEnd);
-  KVRT_TRACE_END(p.trace);
 }
 
 template <int kEpilogue, bool kNorm, int kX>
@@ -241,9 +226,6 @@ Status launch_ring(const Params& p, int grid, cudaStream_t stream) {
       allow_shared_memory(reinterpret_cast<const void*>(kernel), smem, "decode_linear"));
   KernelParams<kX> args{};
   static_cast<Params&>(args) = p;
-#if KVRT_KERNEL_TRACE
-  args.trace = trace_rows_for_next_launch(grid);
-#endif
   return launch(kernel, dim3(grid), dim3(kThreads), smem, stream, "decode_linear", args);
 }
 

@@ -76,7 +76,7 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // chain that costs less than issuing pdl_launch_dependents() after them, which keeps them
 // ahead too but lets the next launch in later, and no more than loads that are not .nc,
 // which stay ahead without landing (docs/kernels-notes.md). cp.async copies write shared memory
-// themselves and stayed where written in every kernel here (bench/pdl_order.awk).
+// themselves and stayed where written in every kernel here (bench/lab/pdl_order.awk).
 // `also`: one more loaded value to keep ahead (0, a constant, adds nothing).
 template <int N>
 __device__ __forceinline__ void keep_loads_before_wait(const uint4 (&loaded)[N], uint32_t* slot,

@@ -32,6 +32,7 @@
 
 #include "kvrt/core/result.h"
 #include "kvrt/core/status.h"
+#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 
@@ -86,6 +87,9 @@ struct DecodeLinear {
   const bf16* residual = nullptr;  // [tokens, rows], or null
   bf16* output = nullptr;          // [tokens, rows]
   float* output_f32 = nullptr;     // [tokens, rows]
+  // Launch geometry (tuning.h); the default, every field unset, is the library's choice
+  // for the shape. For the benchmark and the tests, which compare geometries.
+  DecodeLinearTuning tuning;
 };
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream);
 
@@ -225,6 +229,9 @@ struct DecodeAttention {
   // and the row written already.
   const float* rope_inv_freq = nullptr;  // [head_dim/2], rope_inv_freq()
   float rope_attention_scaling = 1.0f;
+  // Where the next kernel of the stream may launch (tuning.h); kDefault is the library's
+  // choice. For the benchmark and the tests.
+  DependentLaunch next_launch = DependentLaunch::kDefault;
 };
 // A split count measured to suit the device: 16, slices of at most ~1024 keys of
 // max_seq, at least a quarter of the multiprocessors busy, beyond 16k keys about a

@@ -1,12 +1,17 @@
 // Launch geometry of the bandwidth-bound decode kernels. The library picks it per shape
-// (`decode_linear_tuning`); the benchmark and the tests override it process-wide to
-// compare choices on the device and to prove every choice computes the same thing.
+// (`decode_linear_tuning`, a pure function of the shape); a launch may name its own
+// choice (DecodeLinear::tuning, DecodeAttention::next_launch), which the benchmark and
+// the tests do to compare choices on the device and to prove every choice computes the
+// same thing. There is no process-wide setting: what a launch does depends only on its
+// own arguments.
 #pragma once
 
 namespace kvrt::engine::cuda {
 
 enum class DecodeLinearKernel { kDefault, kRing, kDirect };
 
+// Every field has an "unset" value (kDefault, 0 or -1, the default-constructed value):
+// unset fields take the library's choice for the shape, set ones override it.
 struct DecodeLinearTuning {
   DecodeLinearKernel kernel = DecodeLinearKernel::kDefault;
   int blocks_per_sm = 0;  // blocks of one launch per multiprocessor (>= 1)
@@ -32,25 +37,16 @@ struct DecodeLinearTuning {
   int split_k = 0;  // warps per 8-row tile: 1, 2, 4 or 8
 };
 
-// The geometry decode_linear uses for W [w_rows, in] (w_rows = 2 x outputs with SwiGLU)
-// and `tokens` vectors: the override's set fields, the library's choice for the rest.
+// The library's geometry for W [w_rows, in] (w_rows = 2 x outputs with SwiGLU) and
+// `tokens` vectors, every field set. decode_linear launches it where DecodeLinear::tuning
+// is unset; where the ring's depth and blocks per SM are unset it also fits them to the
+// multiprocessor's shared memory.
 DecodeLinearTuning decode_linear_tuning(int tokens, int w_rows, int in);
-
-// Overrides the fields that are set (kernel not kDefault, numbers > 0; contiguous,
-// balanced_grid, row_pad and one_token_x >= 0) for every later launch;
-// a default-constructed value restores the library's choice. Not thread-safe with
-// concurrent launches: for benchmarks and tests.
-void set_decode_linear_tuning(const DecodeLinearTuning& tuning);
 
 // decode_attention's choice of where the next kernel of the stream may launch: kEarly
 // once its blocks have issued their cache prefetch, kLate once they have streamed their
-// slice; kDefault is early when the grid runs in one wave, late otherwise.
+// slice; kDefault (the library's choice) is early when the grid runs in one wave, late
+// otherwise.
 enum class DependentLaunch { kDefault, kEarly, kLate };
-struct DecodeAttentionTuning {
-  DependentLaunch next_launch = DependentLaunch::kDefault;
-};
-// For every later launch; a default-constructed value restores the library's choice. For
-// benchmarks and tests.
-void set_decode_attention_tuning(const DecodeAttentionTuning& tuning);
 
 }  // namespace kvrt::engine::cuda

@@ -15,10 +15,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 
 #include "kvrt/engine/cuda/test/reference.h"
 #include "kvrt/engine/cuda/test/test_util.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -69,7 +69,8 @@ float other_bf16_neighbour(float rounded, float exact) {
   return out;
 }
 
-void check_linear(const LinearCase& c) {
+// `tuning`: the launch's geometry (default: the library's choice).
+void check_linear(const LinearCase& c, const DecodeLinearTuning& tuning = {}) {
   const bool norm = c.variant == Variant::kNorm || c.variant == Variant::kNormSwiglu ||
                     c.variant == Variant::kNormF32;
   const bool swiglu = c.variant == Variant::kSwiglu || c.variant == Variant::kNormSwiglu;
@@ -100,6 +101,7 @@ void check_linear(const LinearCase& c) {
   op.norm_eps = 1e-5f;
   op.swiglu = swiglu;
   op.bias = c.bias ? d_bias.as_bf16() : nullptr;
+  op.tuning = tuning;
   if (c.variant == Variant::kResidualInPlace) {
     op.residual = d_res.as_bf16();
     op.output = d_res.as_bf16();
@@ -157,6 +159,31 @@ class DecodeLinearTest : public ::testing::TestWithParam<LinearCase> {};
 TEST_P(DecodeLinearTest, MatchesCpuReference) {
   KVRT_REQUIRE_CUDA_DEVICE();
   check_linear(GetParam());
+}
+
+// The library's choice is a function of the shape alone, with every field set, so a
+// launch that names part of its geometry gets the library's choice for the rest.
+TEST(DecodeLinearTuningTest, LibraryChoiceSetsEveryFieldForEveryShape) {
+  for (const auto& [tokens, w_rows, in] :
+       {std::tuple{1, 2560, 2048}, std::tuple{1, 2048, 2048}, std::tuple{1, 11264, 2048},
+        std::tuple{1, 2048, 5632}, std::tuple{1, 32000, 2048}, std::tuple{8, 16384, 2048},
+        std::tuple{4, 3072, 8192}, std::tuple{1, 1152, 896}}) {
+    SCOPED_TRACE(testing::param_name("t", tokens, "_rows", w_rows, "_in", in));
+    const DecodeLinearTuning t = decode_linear_tuning(tokens, w_rows, in);
+    EXPECT_NE(t.kernel, DecodeLinearKernel::kDefault);
+    EXPECT_GT(t.blocks_per_sm, 0);
+    EXPECT_GE(t.balanced_grid, 0);
+    EXPECT_GT(t.stage_keys, 0);
+    EXPECT_GE(t.stages, 2);
+    EXPECT_GE(t.contiguous, 0);
+    EXPECT_GE(t.row_pad, 0);
+    EXPECT_GE(t.one_token_x, 0);
+    EXPECT_GT(t.split_k, 0);
+    const DecodeLinearTuning again = decode_linear_tuning(tokens, w_rows, in);
+    EXPECT_EQ(again.kernel, t.kernel);
+    EXPECT_EQ(again.stages, t.stages);
+    EXPECT_EQ(again.blocks_per_sm, t.blocks_per_sm);
+  }
 }
 
 // Every launch geometry the benchmark compares computes the same thing. Ring kernel:
@@ -255,7 +282,6 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
       {1, 100, 5000, Variant::kResidualInPlace, true},
       {8, 300, 2048, Variant::kPlain, true}};
   for (const DecodeLinearTuning& tuning : tunings) {
-    set_decode_linear_tuning(tuning);
     for (const LinearCase& c : cases) {
       SCOPED_TRACE(testing::param_name(
           tuning.kernel == DecodeLinearKernel::kRing ? "ring" : "direct", "_stage_keys",
@@ -263,10 +289,9 @@ TEST(DecodeLinearTuningTest, EveryGeometryMatchesCpuReference) {
           tuning.row_pad, "_split_k", tuning.split_k, "_per_sm", tuning.blocks_per_sm, "_balanced",
           tuning.balanced_grid, "_one_token_x", tuning.one_token_x, "_t", c.tokens, "_rows", c.rows,
           "_in", c.in, "_", variant_name(c.variant), c.bias ? "_bias" : ""));
-      check_linear(c);
+      check_linear(c, tuning);
     }
   }
-  set_decode_linear_tuning(DecodeLinearTuning{});
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -11,7 +11,6 @@
 #include <cmath>
 
 #include "kvrt/engine/cuda/test/test_util.h"
-#include "kvrt/engine/cuda/tuning.h"
 
 namespace kvrt::engine::cuda {
 namespace {
@@ -64,9 +63,10 @@ struct Session {
   int splits;
 };
 
-// With `fused_rope`, decode_attention rotates and writes the cache row itself.
+// With `fused_rope`, decode_attention rotates and writes the cache row itself; `next_launch`
+// is decode_attention's.
 Status decode_step(const Weights& w, Session& s, const float* inv_freq, bool fused_rope,
-                   cudaStream_t stream) {
+                   DependentLaunch next_launch, cudaStream_t stream) {
   KVRT_RETURN_IF_ERROR(embedding_gather(w.embed.as_bf16(), kVocab, kHidden, s.token.get(), 1,
                                         s.h.as_bf16(), stream));
   DecodeLinear qkv;
@@ -104,6 +104,7 @@ Status decode_step(const Weights& w, Session& s, const float* inv_freq, bool fus
   attention.workspace = s.attn_workspace.get();
   attention.workspace_bytes = s.attn_workspace.bytes();
   if (fused_rope) attention.rope_inv_freq = inv_freq;
+  attention.next_launch = next_launch;
   KVRT_RETURN_IF_ERROR(decode_attention(attention, stream));
 
   DecodeLinear o;
@@ -147,14 +148,11 @@ Status decode_step(const Weights& w, Session& s, const float* inv_freq, bool fus
                 s.token.get(), stream);
 }
 
-// Restores the process-wide launch settings when the test ends.
+// Restores the process-wide PDL setting when the test ends.
 class ProgrammaticLaunchGuard {
  public:
   ProgrammaticLaunchGuard() : saved_(programmatic_launch()) {}
-  ~ProgrammaticLaunchGuard() {
-    set_programmatic_launch(saved_);
-    set_decode_attention_tuning(DecodeAttentionTuning{});
-  }
+  ~ProgrammaticLaunchGuard() { set_programmatic_launch(saved_); }
 
  private:
   bool saved_;
@@ -170,9 +168,7 @@ class DecodeGraphTest : public ::testing::TestWithParam<GraphCase> {};
 TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   KVRT_REQUIRE_CUDA_DEVICE();
   ProgrammaticLaunchGuard guard;
-  DecodeAttentionTuning tuning;
-  tuning.next_launch = GetParam().next_launch;
-  set_decode_attention_tuning(tuning);
+  const DependentLaunch next_launch = GetParam().next_launch;
   std::mt19937 rng(2024);
   const Weights weights(rng);
   auto table = rope_inv_freq(kDim, 10000.0f, RopeScaling{});
@@ -188,7 +184,7 @@ TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   std::vector<std::vector<float>> eager_logits;
   for (int pos = 0; pos < kSteps; ++pos) {
     eager.position.upload({pos});
-    KVRT_ASSERT_OK(decode_step(weights, eager, inv_freq.get(), false, nullptr));
+    KVRT_ASSERT_OK(decode_step(weights, eager, inv_freq.get(), false, next_launch, nullptr));
     testing::sync_device();
     eager_tokens.push_back(eager.token.download()[0]);
     eager_logits.push_back(eager.logits.download());
@@ -203,7 +199,7 @@ TEST_P(DecodeGraphTest, GraphReplayReadsPositionAndTokenFromDevice) {
   cudaGraph_t graph = nullptr;
   check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
   const Status captured =
-      decode_step(weights, graphed, inv_freq.get(), GetParam().fused_rope, stream);
+      decode_step(weights, graphed, inv_freq.get(), GetParam().fused_rope, next_launch, stream);
   check_cuda(cudaStreamEndCapture(stream, &graph), "end capture");
   KVRT_ASSERT_OK(captured);
   cudaGraphExec_t exec = nullptr;

@@ -20,8 +20,8 @@
 #include <cstdio>
 #include <string>
 
-#include "bench_common.h"
 #include "kvrt/engine/cuda/device_common.cuh"
+#include "lab/lab.h"
 
 namespace kvrt::engine::cuda::bench {
 namespace {
