@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   // mode 0: graph only, 1: + position in, 2: + token out and an event.
   auto drive = [&](int mode) -> Figures {
     std::vector<kvrt::engine::EventHandle> events;
-    auto start = api.record_event(stream);
+    auto start = api.record_timing_event(stream);
     const auto host_start = Clock::now();
     for (int i = 0; i < steps; ++i) {
       int32_t* in = slot + 64 * (i % 2);
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     }
     const double host_us =
         std::chrono::duration<double, std::micro>(Clock::now() - host_start).count() / steps;
-    auto stop = api.record_event(stream);
+    auto stop = api.record_timing_event(stream);
     (void)api.wait_event(*stop);
     auto ms = api.elapsed_ms(*start, *stop);
     for (auto e : events) api.destroy_event(e);
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     return {ms.ok() ? *ms * 1000.0 / steps : 0.0, host_us};
   };
   auto pipelined = [&]() -> Figures {
-    auto start = api.record_event(stream);
+    auto start = api.record_timing_event(stream);
     const auto host_start = Clock::now();
     const int32_t first = 1;
     (void)module.submit_greedy("decode", std::span<const int32_t>(&first, 1), depth);
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     (void)module.wait_token();
     const double host_us =
         std::chrono::duration<double, std::micro>(Clock::now() - host_start).count() / steps;
-    auto stop = api.record_event(stream);
+    auto stop = api.record_timing_event(stream);
     (void)api.wait_event(*stop);
     auto ms = api.elapsed_ms(*start, *stop);
     api.destroy_event(*start);

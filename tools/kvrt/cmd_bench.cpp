@@ -67,9 +67,9 @@ double copy_bandwidth(kvrt::Device device) {
   auto stream = (*api)->create_stream();
   std::vector<double> gbs;
   for (int i = 0; a.ok() && b.ok() && stream.ok() && i < 11; ++i) {
-    auto start = (*api)->record_event(*stream);
+    auto start = (*api)->record_timing_event(*stream);
     (void)(*api)->copy_async(*b, *a, bytes, *stream);
-    auto end = (*api)->record_event(*stream);
+    auto end = (*api)->record_timing_event(*stream);
     if (!start.ok() || !end.ok() || !(*api)->wait_event(*end).ok()) break;
     auto ms = (*api)->elapsed_ms(*start, *end);
     (*api)->destroy_event(*start);
@@ -113,12 +113,12 @@ class StretchTimer {
   Status start() {
     release();
     host_start_ = Clock::now();
-    KVRT_ASSIGN_OR_RETURN(start_, module_.device_api().record_event(module_.stream()));
+    KVRT_ASSIGN_OR_RETURN(start_, module_.device_api().record_timing_event(module_.stream()));
     return Status();
   }
   // Milliseconds since start(), once everything queued so far has run.
   Result<double> stop() {
-    KVRT_ASSIGN_OR_RETURN(stop_, module_.device_api().record_event(module_.stream()));
+    KVRT_ASSIGN_OR_RETURN(stop_, module_.device_api().record_timing_event(module_.stream()));
     KVRT_RETURN_IF_ERROR(module_.device_api().wait_event(stop_));
     const double host_ms =
         std::chrono::duration<double, std::milli>(Clock::now() - host_start_).count();

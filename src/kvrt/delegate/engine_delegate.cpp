@@ -94,6 +94,7 @@ Status EngineDelegateHandle::order_after_in_flight(engine::StreamHandle stream) 
   if (!in_flight_ || completion_ == nullptr || !engine_->enqueue_snapshots_bindings()) {
     return wait_in_flight();
   }
+  if (stream == in_flight_stream_) return Status();  // one stream: already in order
   return api_->stream_wait_event(stream, completion_);
 }
 

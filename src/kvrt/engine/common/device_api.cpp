@@ -51,6 +51,10 @@ void DeviceApi::free_host(void* ptr) {
   std::free(ptr);
 }
 
+Result<EventHandle> DeviceApi::record_timing_event(StreamHandle stream) {
+  return record_event(stream);
+}
+
 Status DeviceApi::stream_wait_event(StreamHandle, EventHandle event) {
   return wait_event(event);
 }

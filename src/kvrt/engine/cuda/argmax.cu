@@ -1,5 +1,5 @@
 // Greedy sampling: argmax over f32 logits [rows, vocab] in two stages. Stage 1: each
-// block reduces a 2048-logit slice of a row to (value, index) in the workspace; stage 2:
+// block reduces a 512-logit slice of a row to (value, index) in the workspace; stage 2:
 // one block per row reduces the slices and writes the token id to device memory, where
 // the next step's embedding_gather reads it. Ties go to the lowest index; NaN is the
 // largest value (torch.argmax).
@@ -14,7 +14,7 @@ namespace {
 using namespace detail;
 
 constexpr int kThreads = 256;
-constexpr int kSlice = 2048;  // logits per stage-1 block
+constexpr int kSlice = 512;  // logits per stage-1 block: enough blocks to read them at once
 
 struct Best {
   float value;

@@ -82,9 +82,17 @@ class CudaDeviceApi final : public DeviceApi {
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
         "cudaMemcpyAsync");
   }
+  // Events for waits keep no timestamp: recording one costs the stream less.
   Result<EventHandle> record_event(StreamHandle stream) override {
+    return record(stream, cudaEventDisableTiming);
+  }
+  Result<EventHandle> record_timing_event(StreamHandle stream) override {
+    return record(stream, cudaEventDefault);
+  }
+  Result<EventHandle> record(StreamHandle stream, unsigned flags) {
     cudaEvent_t event = nullptr;
-    KVRT_RETURN_IF_ERROR(cuda_check(cudaEventCreate(&event), "cudaEventCreate"));
+    KVRT_RETURN_IF_ERROR(
+        cuda_check(cudaEventCreateWithFlags(&event, flags), "cudaEventCreateWithFlags"));
     const Status recorded =
         cuda_check(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
     if (!recorded.ok()) {
