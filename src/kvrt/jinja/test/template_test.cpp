@@ -257,6 +257,20 @@ TEST(JinjaTemplate, MalformedTemplatesFailToParse) {
   }
 }
 
+// Where @huggingface/jinja differs from Python's Jinja (docs/chat-templates.md), kvrt
+// follows Python; these are the outputs Python's Jinja gives.
+TEST(JinjaTemplate, DivergencesFromHuggingFaceJinjaFollowPython) {
+  const Json parts = Json::parse(R"([{"type": "text", "text": "Hi"}])");
+  const Status err = render_error("{{ 'user: ' + content }}", {{"content", parts}});
+  EXPECT_NE(err.message().find("unsupported operand type(s) for +: 'str' and 'list'"),
+            std::string::npos)
+      << err.message();
+  EXPECT_EQ(render("{{ content | trim }}", {{"content", parts}}),
+            "[{'type': 'text', 'text': 'Hi'}]");
+  EXPECT_EQ(render("[{{ '   Two   '.lstrip('\\n') }}]"), "[   Two   ]");
+  EXPECT_EQ(render("{{ '\\n\\nx\\n'.lstrip('\\n') }}"), "x\n");
+}
+
 TEST(JinjaTemplate, OutputIsNeverPartial) {
   auto tmpl = Template::parse("lots of text {{ raise_exception('stop') }} more");
   ASSERT_TRUE(tmpl.ok());
