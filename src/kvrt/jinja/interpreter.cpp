@@ -166,37 +166,45 @@ Status Interpreter::exec_set(const Stmt& stmt, const FramePtr& frame) {
 
 Value Interpreter::make_macro(const Stmt& stmt, const FramePtr& frame) {
   const Stmt* macro = &stmt;
-  return Value::callable(stmt.text, [this, macro, frame](const CallArgs& args) -> Result<Value> {
-    if (args.positional.size() > macro->params.size()) {
-      return invalid_argument("macro '", macro->text, "' takes not more than ",
-                              macro->params.size(), " argument(s)");
-    }
-    auto scope = std::make_shared<Frame>();
-    scope->parent = frame;
-    for (size_t i = 0; i < macro->params.size(); ++i) {
-      const auto& [name, fallback] = macro->params[i];
-      const Value* given = args.get(i, name);
-      if (given != nullptr) {
-        scope->vars[name] = *given;
-      } else if (fallback) {
-        KVRT_ASSIGN_OR_RETURN(scope->vars[name], eval(*fallback, scope));
-      } else {
-        scope->vars[name] = Value::undefined(name);
-      }
-    }
-    for (const auto& [name, value] : args.keyword) {
-      bool known = name == "caller";
-      for (const auto& param : macro->params) known = known || param.first == name;
-      if (!known) return invalid_argument("macro '", macro->text, "' has no argument '", name, "'");
-      if (name == "caller") scope->vars[name] = value;
-    }
-    if (depth_ >= kMaxMacroDepth) return invalid_argument("macro recursion is too deep");
-    ++depth_;
-    Result<std::string> text = capture(macro->body, scope);
-    --depth_;
-    if (!text.ok()) return text.status();
-    return Value(std::move(text).value());
-  });
+  // The macro lives in `frame`, so it holds its frame weakly: a strong reference would
+  // be a cycle that is never freed.
+  std::weak_ptr<Frame> weak_frame = frame;
+  return Value::callable(
+      stmt.text, [this, macro, weak_frame](const CallArgs& args) -> Result<Value> {
+        const FramePtr frame = weak_frame.lock();
+        if (!frame)
+          return invalid_argument("macro '", macro->text, "' is called outside its scope");
+        if (args.positional.size() > macro->params.size()) {
+          return invalid_argument("macro '", macro->text, "' takes not more than ",
+                                  macro->params.size(), " argument(s)");
+        }
+        auto scope = std::make_shared<Frame>();
+        scope->parent = frame;
+        for (size_t i = 0; i < macro->params.size(); ++i) {
+          const auto& [name, fallback] = macro->params[i];
+          const Value* given = args.get(i, name);
+          if (given != nullptr) {
+            scope->vars[name] = *given;
+          } else if (fallback) {
+            KVRT_ASSIGN_OR_RETURN(scope->vars[name], eval(*fallback, scope));
+          } else {
+            scope->vars[name] = Value::undefined(name);
+          }
+        }
+        for (const auto& [name, value] : args.keyword) {
+          bool known = name == "caller";
+          for (const auto& param : macro->params) known = known || param.first == name;
+          if (!known)
+            return invalid_argument("macro '", macro->text, "' has no argument '", name, "'");
+          if (name == "caller") scope->vars[name] = value;
+        }
+        if (depth_ >= kMaxMacroDepth) return invalid_argument("macro recursion is too deep");
+        ++depth_;
+        Result<std::string> text = capture(macro->body, scope);
+        --depth_;
+        if (!text.ok()) return text.status();
+        return Value(std::move(text).value());
+      });
 }
 
 Status Interpreter::exec_call_block(const Stmt& stmt, const FramePtr& frame, std::string& out) {
