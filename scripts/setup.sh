@@ -27,6 +27,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The chat-template differential test renders with @huggingface/jinja under node
+# (tests/node); without node and npm it skips, saying so.
+if command -v npm >/dev/null 2>&1 &&
+   { [ ! -f tests/node/node_modules/.package-lock.json ] ||
+     [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; }; then
+  echo "setup: npm ci in tests/node"
+  (cd tests/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
 # The CUDA toolkit is optional: without nvcc kvrt builds its CPU engine only.
 if [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
