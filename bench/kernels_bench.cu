@@ -303,19 +303,35 @@ void bench_small_ops(Timer& timer, Report& report, const Model& m) {
       32);
   report.latency(m.name, "embedding gather", "T=1", embed_us);
 
-  Buffer logits(static_cast<size_t>(m.vocab) * 4);
-  logits.random(1.0f, 6);  // f32 values made of bf16 halves: finite, varied
-  const size_t ws_bytes = argmax_workspace_bytes(1, m.vocab);
-  Buffer workspace(ws_bytes);
-  const auto argmax_us = timer.ours(
-      [&](int, cudaStream_t s) {
-        return argmax(static_cast<float*>(logits.ptr), 1, m.vocab, workspace.ptr, ws_bytes, ids, s);
-      },
-      32);
+  // The LM head with greedy decoding fused in (the engine's launch when the method picks
+  // the token), beside the same launch without it: what the argmax costs.
+  Buffer lm_w(static_cast<size_t>(m.vocab) * m.hidden * 2),
+      lm_norm(static_cast<size_t>(m.hidden) * 2);
+  Buffer logits(static_cast<size_t>(m.vocab) * 4), argmax_ws(kDecodeLinearArgmaxWorkspaceBytes);
+  lm_w.random(1.0f / 64, 6);
+  lm_norm.random(1.0f, 7);
+  argmax_ws.zero();
+  auto lm_head_us = [&](bool greedy) {
+    DecodeLinear op;
+    op.weight = lm_w.bf();
+    op.input = h.bf();
+    op.rows = m.vocab;
+    op.in = m.hidden;
+    op.norm_weight = lm_norm.bf();
+    op.output_f32 = static_cast<float*>(logits.ptr);
+    if (greedy) {
+      op.argmax_out = ids;
+      op.argmax_workspace = argmax_ws.ptr;
+    }
+    return timer.ours([&](int, cudaStream_t s) { return decode_linear(op, s); }, 32);
+  };
+  const auto plain_us = lm_head_us(false);
+  const auto greedy_us = lm_head_us(true);
   check(cudaMemcpy(ids, &id, 4, cudaMemcpyHostToDevice), "copy");
   char shape[64];
   std::snprintf(shape, sizeof(shape), "vocab %d, f32", m.vocab);
-  report.latency(m.name, "argmax (2 stages)", shape, argmax_us);
+  report.latency(m.name, "LM head (norm, f32 out)", shape, plain_us);
+  report.latency(m.name, "LM head + argmax (fused)", shape, greedy_us);
   cudaFree(inv_freq);
   cudaFree(ids);
 }

@@ -124,9 +124,12 @@ Status CudaEngine::plan_memory() {
   const size_t qkv_width = static_cast<size_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim;
   const size_t q_width = static_cast<size_t>(p.q_heads) * p.head_dim;
   const size_t h = static_cast<size_t>(p.hidden), inter = static_cast<size_t>(p.intermediate);
-  KVRT_ASSIGN_OR_RETURN(
-      splits_, decode_attention_splits(static_cast<int>(p.q_heads), static_cast<int>(p.kv_heads),
-                                       static_cast<int>(p.max_seq)));
+  const int q_heads = static_cast<int>(p.q_heads), kv_heads = static_cast<int>(p.kv_heads);
+  KVRT_ASSIGN_OR_RETURN(min_splits_,
+                        decode_attention_splits(q_heads, kv_heads, static_cast<int>(p.max_seq)));
+  KVRT_ASSIGN_OR_RETURN(splits_,
+                        decode_attention_max_splits(q_heads, kv_heads, static_cast<int>(p.head_dim),
+                                                    static_cast<int>(p.max_seq), min_splits_));
   attention_workspace_bytes_ = decode_attention_workspace_bytes(
       static_cast<int>(p.q_heads), static_cast<int>(p.head_dim), splits_);
   chunk_ = static_cast<int>(std::min<int64_t>(p.max_tokens, kPrefillChunk));
@@ -143,10 +146,8 @@ Status CudaEngine::plan_memory() {
   const size_t gate_up_at = memory_.reserve(c * 2 * inter * 2);
   const size_t p_act_at = memory_.reserve(c * inter * 2);
   const size_t positions_at = memory_.reserve(c * sizeof(int32_t));
-  if (p.next_token_output >= 0) {
-    argmax_workspace_bytes_ = argmax_workspace_bytes(1, static_cast<int>(p.vocab));
-  }
-  const size_t argmax_at = memory_.reserve(argmax_workspace_bytes_);
+  const size_t argmax_at =
+      memory_.reserve(p.next_token_output >= 0 ? kDecodeLinearArgmaxWorkspaceBytes : 0);
   KVRT_RETURN_IF_ERROR(memory_.commit());  // zeroed: the attention counters start at 0
 
   inv_freq_ = reinterpret_cast<float*>(memory_.at(inv_freq));

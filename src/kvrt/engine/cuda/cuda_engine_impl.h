@@ -95,7 +95,7 @@ class CudaEngine final : public Engine {
   Status run_decode(cudaStream_t stream);   // replays (or captures) decode_step
   Status run_prefill(int64_t tokens, cudaStream_t stream);
   Status prefill_chunk(int offset, int count, bool last, cudaStream_t stream);
-  // Norm + LM head of hidden row `x` into the logits, then their argmax when bound.
+  // Norm + LM head of hidden row `x` into the logits, and their argmax when bound.
   Status head(const bf16* x, cudaStream_t stream);
 
   Device device_;
@@ -111,7 +111,8 @@ class CudaEngine final : public Engine {
 
   DeviceMemory memory_;
   float* inv_freq_ = nullptr;
-  int splits_ = 0;
+  int splits_ = 0;      // decode_attention's grid
+  int min_splits_ = 0;  // and the fewest a step uses
   float* attention_workspace_ = nullptr;
   size_t attention_workspace_bytes_ = 0;
   // Decode activations (one token).
@@ -122,7 +123,6 @@ class CudaEngine final : public Engine {
   bf16 *gate_up_ = nullptr, *p_act_ = nullptr;
   int32_t* positions_ = nullptr;
   void* argmax_workspace_ = nullptr;
-  size_t argmax_workspace_bytes_ = 0;
   std::unique_ptr<PrefillLinear> gemm_;
 
   std::vector<CapturedStep> captured_;  // most recent last

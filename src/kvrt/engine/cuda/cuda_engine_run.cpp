@@ -89,6 +89,7 @@ Status CudaEngine::decode_step(cudaStream_t stream) {
       attention.max_seq = static_cast<int>(p.max_seq);
       attention.scale = p.attention_scale;
       attention.splits = splits_;
+      attention.min_splits = min_splits_;
       attention.workspace = attention_workspace_;
       attention.workspace_bytes = attention_workspace_bytes_;
       attention.rope_inv_freq = inv_freq_;
@@ -139,10 +140,11 @@ Status CudaEngine::head(const bf16* x, cudaStream_t stream) {
   lm_head.norm_weight = final_norm_;
   lm_head.norm_eps = plan_.final_norm_eps;
   lm_head.output_f32 = logits_ptr();
-  KVRT_RETURN_IF_ERROR(decode_linear(lm_head, stream));
-  if (next_token_ptr() == nullptr) return Status();
-  return argmax(logits_ptr(), 1, static_cast<int>(plan_.vocab), argmax_workspace_,
-                argmax_workspace_bytes_, next_token_ptr(), stream);
+  if (next_token_ptr() != nullptr) {  // greedy: the token chosen in the LM head's last block
+    lm_head.argmax_out = next_token_ptr();
+    lm_head.argmax_workspace = argmax_workspace_;
+  }
+  return decode_linear(lm_head, stream);
 }
 
 Status CudaEngine::run_decode(cudaStream_t stream) {

@@ -114,8 +114,10 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   const float inv_freq = angle_lane ? __ldg(p.rope_inv_freq + threadIdx.x) : 0.0f;
   if (!p.prefetch_history) pdl_wait();
   const int pos = *p.position;
+  const int active = active_splits(p, live_keys(p, pos));
+  if (split >= active) return;  // counted by none: the step's counter wraps at `active`
   int start, end;
-  slice(p, pos, split, &start, &end);
+  slice(p, pos, active, split, &start, &end);
   // The row at `pos`, when it lies in this slice (and in the cache), is the one this step
   // wrote: the slice's last key. The copies of the history leave it out (skip_key), and
   // the tile it lies in (new_tile) gets it from the new row after the wait.
@@ -276,7 +278,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
         out.w += weight * o.w;
         sum += weight * merge_l[w * kRows + r];
       }
-      if (p.splits == 1) {
+      if (active == 1) {
         const float inv = 1.0f / sum;
         *reinterpret_cast<uint2*>(p.out + static_cast<size_t>(head0 + r) * kDim + d) =
             make_uint2(pack_bf16(out.x * inv, out.y * inv), pack_bf16(out.z * inv, out.w * inv));
@@ -286,7 +288,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
         if (d == 0) p.part_ml[slot] = make_float2(block_max, sum);
       }
     }
-  } else if (p.splits == 1) {  // nothing live (position < 0): zeros, as an empty softmax
+  } else if (active == 1) {  // nothing live (position < 0): zeros, as an empty softmax
     for (int i = threadIdx.x; i < heads * kDim; i += kThreads) {
       p.out[static_cast<size_t>(head0) * kDim + i] = __float2bfloat16(0.0f);
     }
@@ -302,7 +304,7 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   // parked at their PDL wait slowed the cache stream); the merge below still overlaps
   // the next kernel's start.
   if (!p.early_dependents) pdl_launch_dependents();
-  if (p.splits == 1) return;
+  if (active == 1) return;
 
   // The last block of this head group to finish merges all splits. One thread counts the
   // block done with an acquire-release atomic: the barrier before it orders every
@@ -311,12 +313,12 @@ __global__ void __launch_bounds__(Geometry<kDim, kWarpCount>::kThreads,
   // fence in every thread on both sides (TinyLlama alone at 4096 keys 7.04 -> 6.69 µs).
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned before = atomic_inc_acq_rel(&p.counters[blockIdx.y], p.splits - 1);
-    last_block = before == static_cast<unsigned>(p.splits - 1);
+    const unsigned before = atomic_inc_acq_rel(&p.counters[blockIdx.y], active - 1);
+    last_block = before == static_cast<unsigned>(active - 1);
   }
   __syncthreads();
   if (!last_block) return;
-  merge_splits<kDim, kThreads>(p, head0, heads);
+  merge_splits<kDim, kThreads>(p, active, head0, heads);
 }
 
 // Whether a grid of `blocks` runs in one wave of this geometry's blocks.
@@ -343,6 +345,7 @@ Status run_geometry(const dim3 grid, bool single_wave, DependentLaunch next, Par
     next = single_wave ? DependentLaunch::kEarly : DependentLaunch::kLate;
   }
   p.early_dependents = next == DependentLaunch::kEarly;
+  p.wide_keys = kWarps == 8 ? G::kStages * G::kTileKeys : 0;  // the kernel's `kWide` pass
   return launch(decode_attention_kernel<kDim, kWarps>, grid, dim3(G::kThreads), G::kSmem, stream,
                 "decode_attention", p);
 }
@@ -391,6 +394,40 @@ Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq) {
   return std::clamp(std::min(splits, ceil_div(max_seq, kChunkKeys)), 1, kMaxSplits);
 }
 
+Result<int> decode_attention_max_splits(int q_heads, int kv_heads, int head_dim, int max_seq,
+                                        int splits) {
+  if (q_heads < 1 || kv_heads < 1 || q_heads % kv_heads != 0 || max_seq < 1 || splits < 1 ||
+      splits > kMaxSplits) {
+    return invalid_argument("decode_attention_max_splits: need q_heads a positive multiple of ",
+                            "kv_heads, max_seq > 0 and splits in [1, ", kMaxSplits, "]");
+  }
+  // Only the 8-warp geometry scores a slice in one pass (head_dim 64 and 80 always, 128
+  // where its grid runs in one wave); at most twice the splits (their merge stays within
+  // two batches), never past one wave, and none past what max_seq can use.
+  if (head_dim != 64 && head_dim != 80 && head_dim != 128) return splits;
+  constexpr int kWideKeys = 256;  // Geometry<dim, 8>: 2 stages of 128-key tiles
+  const int wanted = std::min({2 * splits, ceil_div(max_seq, kWideKeys), kMaxSplits});
+  if (wanted <= splits) return splits;
+  const int64_t blocks =
+      static_cast<int64_t>(wanted) * kv_heads * ceil_div(q_heads / kv_heads, kRows);
+  bool single_wave = false;
+  switch (head_dim) {
+    case 64: {
+      KVRT_ASSIGN_OR_RETURN(single_wave, (one_wave<64, 8>(blocks)));
+      break;
+    }
+    case 80: {
+      KVRT_ASSIGN_OR_RETURN(single_wave, (one_wave<80, 8>(blocks)));
+      break;
+    }
+    default: {
+      KVRT_ASSIGN_OR_RETURN(single_wave, (one_wave<128, 8>(blocks)));
+      break;
+    }
+  }
+  return single_wave ? wanted : splits;
+}
+
 namespace {
 // Workspace: [counters: q_heads, 16-byte aligned][(max, sum): q_heads x splits]
 //            [output partials: q_heads x splits x head_dim, 16-byte aligned]
@@ -427,6 +464,10 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
     return invalid_argument("decode_attention: max_seq must be positive and splits in [1, ",
                             kMaxSplits, "], got max_seq ", op.max_seq, ", splits ", op.splits);
   }
+  if (op.min_splits < 0 || op.min_splits > op.splits) {
+    return invalid_argument("decode_attention: min_splits must be in [0, splits = ", op.splits,
+                            "], got ", op.min_splits);
+  }
   if (op.head_dim != 64 && op.head_dim != 80 && op.head_dim != 96 && op.head_dim != 128) {
     return not_supported("decode_attention: head_dim ", op.head_dim,
                          " (supported: 64, 80, 96, 128)");
@@ -459,6 +500,7 @@ Status decode_attention(const DecodeAttention& op, cudaStream_t stream) {
   p.head_groups = ceil_div(p.group, kRows);
   p.max_seq = op.max_seq;
   p.splits = op.splits;
+  p.min_splits = op.min_splits > 0 ? op.min_splits : op.splits;
   p.scale_log2 = attention_scale_log2(op.scale, op.head_dim);
   p.prefetch_history = op.prefetch_history;
   p.rope_inv_freq = op.rope_inv_freq;

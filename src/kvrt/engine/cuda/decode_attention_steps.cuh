@@ -28,7 +28,9 @@ struct Params {
   int group;                // q_heads / kv_heads
   int head_groups;          // ceil(group / 16)
   int max_seq;
-  int splits;
+  int splits;      // the grid's: the most a step uses
+  int min_splits;  // the fewest a step uses (active_splits)
+  int wide_keys;   // keys a block scores in one pass (0: the geometry has no such pass)
   float scale_log2;
   const float* rope_inv_freq;  // null: q and the new row are rotated and written already
   float rope_scaling;
@@ -37,10 +39,27 @@ struct Params {
   bool early_dependents;  // let the next kernel launch once the prefetch is issued
 };
 
-// The slice [*start, *end) of the live cache that `split` reduces.
-__device__ __forceinline__ void slice(const Params& p, int pos, int split, int* start, int* end) {
-  const int len = pos < 0 ? 0 : min(pos + 1, p.max_seq);
-  const int chunk = ceil_div(ceil_div(len, p.splits), kChunkKeys) * kChunkKeys;
+__device__ __forceinline__ int live_keys(const Params& p, int pos) {
+  return pos < 0 ? 0 : min(pos + 1, p.max_seq);
+}
+
+// The splits this step uses, from the live length on the device (one captured graph
+// serves every position): min_splits while their slices fit one pass (wide_keys), then
+// as many as keep them there, up to the grid's; past that min_splits again, whose longer
+// slices run tile by tile as they would on a grid of min_splits. Without this, a length
+// just past min_splits x wide_keys (4097 keys on 16 splits of 256) took the tile path on
+// every block: +1 us per layer. The blocks of the splits past the step's wait for none.
+__device__ __forceinline__ int active_splits(const Params& p, int len) {
+  if (p.min_splits >= p.splits || p.wide_keys == 0) return p.splits;
+  const int wide = ceil_div(len, p.wide_keys);
+  return wide <= p.min_splits || wide > p.splits ? p.min_splits : wide;
+}
+
+// The slice [*start, *end) of the live cache that `split` (of `active`) reduces.
+__device__ __forceinline__ void slice(const Params& p, int pos, int active, int split, int* start,
+                                      int* end) {
+  const int len = live_keys(p, pos);
+  const int chunk = ceil_div(ceil_div(len, active), kChunkKeys) * kChunkKeys;
   *start = min(split * chunk, len);
   *end = min(*start + chunk, len);
 }
@@ -158,27 +177,53 @@ __device__ __forceinline__ unsigned atomic_inc_acq_rel(unsigned* counter, int li
   return old;
 }
 
-// The last block's merge: thread i takes the (head, 4 output columns) items i, i + threads,
-// ... and walks the splits in batches of 16 whose (max, sum) and partial outputs are all
-// loaded at once — one round trip to L2 per batch (TinyLlama at 4096 keys: 7.4 -> 6.6 us
-// against loading the maxima first, then the outputs in two batches) — merging each
-// batch into a running softmax; an empty split (max -inf, sum 0) weighs nothing.
+// Two partial softmaxes (max in log2 units, sum, unnormalized output) as one; a side
+// with max -inf (nothing merged yet) weighs nothing, also when both have it.
+__device__ __forceinline__ void combine_partials(float& m, float& l, float4& o, float m2, float l2,
+                                                 float4 o2) {
+  const float mm = fmaxf(m, m2);
+  const float w1 = m == -INFINITY ? 0.0f : exp2f(m - mm);
+  const float w2 = m2 == -INFINITY ? 0.0f : exp2f(m2 - mm);
+  m = mm;
+  l = l * w1 + l2 * w2;
+  o = make_float4(o.x * w1 + o2.x * w2, o.y * w1 + o2.y * w2, o.z * w1 + o2.z * w2,
+                  o.w * w1 + o2.w * w2);
+}
+
+// The last block's merge of the step's `active` splits (slots strided by the grid's
+// splits). An item is (head, 4 output columns); `lanes` adjacent threads share an item
+// when the block has threads to spare (up to 4, while the splits need more than one
+// batch each), each taking every lanes-th batch of 16 splits, and meet by shuffles: 17-64
+// splits cost one trip to L2, not two to four. A thread walks its batches loading 16
+// splits' (max, sum) and partial outputs at once, one round trip to L2 per batch
+// (TinyLlama at 4096 keys: 7.4 -> 6.6 us against loading the maxima first, then the
+// outputs in two batches), merging each batch into a running softmax; an empty split
+// (max -inf, sum 0) weighs nothing.
 template <int kDim, int kThreads>
-__device__ __forceinline__ void merge_splits(const Params& p, int head0, int heads) {
+__device__ __forceinline__ void merge_splits(const Params& p, int active, int head0, int heads) {
   constexpr int kBatch = 16, kColumns = kDim / 4;
-  for (int item = threadIdx.x; item < heads * kColumns; item += kThreads) {
-    const int r = item / kColumns, d4 = item - r * kColumns;
+  constexpr int kMaxLanes = kDim == 80 ? 1 : 4;  // at 80 the 8-warp kernel spilled with them
+  const int items = heads * kColumns;
+  int lanes = 1;
+  while (lanes < kMaxLanes && 2 * lanes * items <= kThreads && active > lanes * kBatch) lanes *= 2;
+  // Every thread runs the same rounds (the shuffles need whole warps).
+  const int rounds = ceil_div(items * lanes, kThreads);
+  for (int round = 0; round < rounds; ++round) {
+    const int at = round * kThreads + static_cast<int>(threadIdx.x);
+    const int item = at / lanes, part = at % lanes;
+    const bool valid = item < items;
+    const int r = valid ? item / kColumns : 0, d4 = valid ? item - r * kColumns : 0;
     const size_t first_slot = static_cast<size_t>(head0 + r) * p.splits;
     const float2* ml = p.part_ml + first_slot;
     const float4* o = reinterpret_cast<const float4*>(p.part_o) + first_slot * kColumns + d4;
     float running_max = -INFINITY, total = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0 = 0; s0 < p.splits; s0 += kBatch) {
+    for (int s0 = part * kBatch; valid && s0 < active; s0 += lanes * kBatch) {
       float2 split_ml[kBatch];
       float4 split_o[kBatch];
 #pragma unroll
       for (int k = 0; k < kBatch; ++k) {
-        const bool live = s0 + k < p.splits;
+        const bool live = s0 + k < active;
         split_ml[k] = live ? __ldcg(ml + s0 + k) : make_float2(-INFINITY, 0.0f);
         split_o[k] = live ? __ldcg(o + static_cast<size_t>(s0 + k) * kColumns)
                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -208,6 +253,15 @@ __device__ __forceinline__ void merge_splits(const Params& p, int head0, int hea
       }
       running_max = batch_max;
     }
+    for (int offset = 1; offset < lanes; offset <<= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, running_max, offset);
+      const float l2 = __shfl_xor_sync(0xffffffffu, total, offset);
+      const float4 o2 = make_float4(
+          __shfl_xor_sync(0xffffffffu, acc.x, offset), __shfl_xor_sync(0xffffffffu, acc.y, offset),
+          __shfl_xor_sync(0xffffffffu, acc.z, offset), __shfl_xor_sync(0xffffffffu, acc.w, offset));
+      combine_partials(running_max, total, acc, m2, l2, o2);
+    }
+    if (!valid || part != 0) continue;
     const float inv = total > 0.0f ? 1.0f / total : 0.0f;
     bf16* out = p.out + static_cast<size_t>(head0 + r) * kDim + d4 * 4;
     *reinterpret_cast<uint2*>(out) =

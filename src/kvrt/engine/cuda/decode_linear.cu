@@ -55,6 +55,19 @@ Status validate(const DecodeLinear& op) {
   if (op.output_f32 != nullptr && (op.residual != nullptr || op.swiglu)) {
     return invalid_argument("decode_linear: output_f32 takes no residual and no swiglu");
   }
+  if ((op.argmax_out == nullptr) != (op.argmax_workspace == nullptr)) {
+    return invalid_argument("decode_linear: set both argmax_out and argmax_workspace, or neither");
+  }
+  if (op.argmax_out != nullptr) {
+    if (op.output_f32 == nullptr || op.tokens != 1) {
+      return invalid_argument("decode_linear: argmax takes output_f32 and one token, got ",
+                              op.tokens,
+                              op.output_f32 == nullptr ? " tokens and a bf16 output" : " tokens");
+    }
+    if (!is_aligned(op.argmax_workspace, 8) || !is_aligned(op.argmax_out, alignof(int32_t))) {
+      return invalid_argument("decode_linear: argmax_workspace must be 8-byte aligned");
+    }
+  }
   if (op.swiglu && op.residual != nullptr) {
     return invalid_argument("decode_linear: swiglu takes no residual");
   }
@@ -217,8 +230,12 @@ Status decode_linear(const DecodeLinear& op, cudaStream_t stream) {
                         : op.output_f32 != nullptr ? kStoreF32
                         : op.residual != nullptr   ? kResidual
                                                    : kStore) |
-                       (op.bias != nullptr ? kBias : 0);
+                       (op.bias != nullptr ? kBias : 0) | (op.argmax_out != nullptr ? kArgmax : 0);
   const bool norm = op.norm_weight != nullptr;
+  if (op.argmax_out != nullptr) {
+    set_argmax_pointers(p, op.argmax_out, op.argmax_workspace);
+    tuning.kernel = DecodeLinearKernel::kRing;  // the one kernel with the argmax epilogue
+  }
 
   if (tuning.kernel == DecodeLinearKernel::kDirect) {
     p.split_k = tuning.split_k >= 8 ? 8 : tuning.split_k >= 4 ? 4 : tuning.split_k >= 2 ? 2 : 1;

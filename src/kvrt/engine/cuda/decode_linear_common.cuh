@@ -36,6 +36,12 @@ constexpr int epilogue_kind(int epilogue) {
 constexpr bool has_bias(int epilogue) {
   return (epilogue & kBias) != 0;
 }
+// A flag on kStoreF32 (one token, ring kernel): the launch also writes the argmax of its
+// f32 outputs (argmax_key), so greedy decoding needs no kernel after the LM head.
+constexpr int kArgmax = 8;
+constexpr bool has_argmax(int epilogue) {
+  return (epilogue & kArgmax) != 0;
+}
 
 // Calls f(std::integral_constant<int, e>{}) for the epilogue e known only at run time
 // (a kind, with or without kBias), so that a launcher names each instantiation once.
@@ -88,6 +94,58 @@ struct Params {
   // compiles to the same code whether or not this field exists.
   const bf16* bias;  // [rows] or [2 rows], or null
 };
+
+// kArgmax's pointers travel in the fields kStoreF32 leaves unused (y, residual): a larger
+// Params made ptxas spill in every ring kernel, argmax or not. The index goes to y; the
+// workspace, [best key: u64][blocks done: u32], zero before a launch and after it, is
+// residual.
+inline void set_argmax_pointers(Params& p, int32_t* out, void* workspace) {
+  p.y = reinterpret_cast<bf16*>(out);
+  p.residual = static_cast<const bf16*>(workspace);
+}
+__device__ __forceinline__ int32_t* argmax_out(const Params& p) {
+  return reinterpret_cast<int32_t*>(p.y);
+}
+__device__ __forceinline__ unsigned long long* argmax_best(const Params& p) {
+  return reinterpret_cast<unsigned long long*>(const_cast<bf16*>(p.residual));
+}
+__device__ __forceinline__ unsigned* argmax_done(const Params& p) {
+  return reinterpret_cast<unsigned*>(argmax_best(p) + 1);
+}
+
+// An output as one 64-bit key whose unsigned order is torch.argmax's: the value's bits
+// made monotonic (NaN above +inf, as the largest value), then the complement of the
+// index, so that of equal values the lowest index wins. Never zero: zero is "none yet".
+__device__ __forceinline__ unsigned long long argmax_key(float value, int index) {
+  const uint32_t bits = __float_as_uint(value);
+  const uint32_t ordered = value != value              ? 0xffffffffu
+                           : (bits & 0x80000000u) != 0 ? ~bits
+                                                       : bits | 0x80000000u;
+  return (static_cast<unsigned long long>(ordered) << 32) | ~static_cast<uint32_t>(index);
+}
+
+// The end of a kArgmax launch, run by one whole warp whose lanes hold `best` (the keys of
+// the outputs they wrote, 0 for none): the warp's best goes into the launch's by a 64-bit
+// atomicMax, and the last block to count itself done (acquire-release, so every block's
+// atomicMax is ordered before it) takes the result out, writes the index and leaves both
+// words at zero for the next launch.
+__device__ __forceinline__ void finish_argmax(const Params& p, unsigned long long best) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, offset);
+    best = other > best ? other : best;
+  }
+  if ((threadIdx.x & 31) != 0) return;
+  atomicMax(argmax_best(p), best);
+  unsigned before;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
+               : "=r"(before)
+               : "l"(argmax_done(p)), "r"(gridDim.x - 1)
+               : "memory");
+  if (before != gridDim.x - 1) return;
+  const unsigned long long result = atomicExch(argmax_best(p), 0ull);
+  *argmax_out(p) = static_cast<int32_t>(~static_cast<uint32_t>(result));
+}
 
 // x straight into registers, for a kernel whose kWarps warps each multiply a fixed set of
 // at most kRegisterSteps chunks of x, every chunk of a row held by exactly one warp: lane

@@ -143,6 +143,7 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
                                 : Addend<kEpilogue>(0);
   };
   Addend<kEpilogue> addend = addend_of(first);
+  unsigned long long best = 0;  // kArgmax: the key of the best output this thread wrote
   // acc[0..1]: token g, tile columns 2t and 2t+1 (acc[2..3] are the MMA's zero rows).
   // Two reduction buffers alternate, so one barrier per tile suffices: a warp writes a
   // buffer again only after passing the barrier that follows the last reads of it.
@@ -157,7 +158,12 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
         sum += partial[v * 64 + out_token * kTileCols + out_col];
         if constexpr (kGlu) up += partial[v * 64 + out_token * kTileCols + 4 + out_col];
       }
-      store_output<kEpilogue>(p, out_token, tile * kOutputs + out_col, sum, up, addend);
+      const int out_row = tile * kOutputs + out_col;
+      store_output<kEpilogue>(p, out_token, out_row, sum, up, addend);
+      if constexpr (has_argmax(kEpilogue)) {
+        const unsigned long long key = argmax_key(sum, out_row);
+        if (out_token == 0 && out_row < p.rows && key > best) best = key;
+      }
       addend = addend_of(tile + 1);
     }
   };
@@ -216,6 +222,10 @@ __global__ void __launch_bounds__(kThreads, 2) ring_kernel(const KernelParams<kX
       finish_tile(tile, buffer, acc);
     }
   }
+  // The writers of token 0 are lanes 0..kOutputs-1 of warp 0, done with every tile.
+  if constexpr (has_argmax(kEpilogue)) {
+    if (warp == 0) finish_argmax(p, best);
+  }
 }
 
 template <int kEpilogue, bool kNorm, int kX>
@@ -262,6 +272,13 @@ Status launch_decode_linear_ring(const Params& p, int epilogue, bool norm,
   // LM heads, where W streams on: 0.6-3.1%, since the one-token kernels stopped spilling).
   const bool one_token = p.tokens == 1 && tuning.one_token_x != 0;
   const int x_mode = !ring_x_in_registers(p) ? kXStaged : one_token ? kXOneToken : kXRegisters;
+  // The LM head's own instantiations (no other kernel has them), one token's x modes only:
+  // x in registers is the one-token kind (with x_mode kXRegisters it spilled).
+  if (has_argmax(epilogue)) {
+    constexpr int kGreedy = kStoreF32 | kArgmax;
+    return x_mode == kXStaged ? launch_norm<kGreedy, kXStaged>(p, norm, grid, stream)
+                              : launch_norm<kGreedy, kXOneToken>(p, norm, grid, stream);
+  }
   return with_epilogue(epilogue, [&](auto kEpilogue) {
     return launch_x<kEpilogue()>(p, norm, x_mode, grid, stream);
   });

@@ -1,5 +1,4 @@
 // Device queries and launch settings shared by every kernel of the library.
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -10,7 +9,9 @@
 namespace kvrt::engine::cuda {
 namespace {
 
-std::atomic<bool> g_programmatic_launch{true};
+// Per thread: the benchmark and the tests that turn it off cannot change how an engine on
+// another thread launches (nor what a graph captured there holds).
+thread_local bool t_programmatic_launch = true;
 
 Result<int> current_device() {
   int device = 0;
@@ -74,10 +75,10 @@ Result<int> sm_count() {
 }
 
 void set_programmatic_launch(bool enabled) {
-  g_programmatic_launch.store(enabled);
+  t_programmatic_launch = enabled;
 }
 bool programmatic_launch() {
-  return g_programmatic_launch.load();
+  return t_programmatic_launch;
 }
 
 namespace detail {

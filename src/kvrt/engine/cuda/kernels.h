@@ -51,9 +51,9 @@ Status cuda_check(cudaError_t error, std::string_view what);
 // Multiprocessor count of the current device (cached per device).
 Result<int> sm_count();
 
-// Programmatic dependent launch for every kernel of this library (default on). Off makes
-// each kernel wait for its predecessor's completion before it starts, as plain launches
-// do; results are the same either way.
+// Programmatic dependent launch for the kernels this thread launches (default on; a
+// setting of the calling thread only). Off makes each kernel wait for its predecessor's
+// completion before it starts, as plain launches do; results are the same either way.
 void set_programmatic_launch(bool enabled);
 bool programmatic_launch();
 
@@ -87,10 +87,17 @@ struct DecodeLinear {
   const bf16* residual = nullptr;  // [tokens, rows], or null
   bf16* output = nullptr;          // [tokens, rows]
   float* output_f32 = nullptr;     // [tokens, rows]
+  // Greedy decoding fused in (output_f32, one token): argmax_out[0] = the index of the
+  // largest output, ties to the lowest, NaN the largest (torch.argmax), written by the
+  // launch's last block. argmax_workspace: kDecodeLinearArgmaxWorkspaceBytes, 8-byte
+  // aligned, zero before the first launch; every launch leaves it zero again.
+  int32_t* argmax_out = nullptr;
+  void* argmax_workspace = nullptr;
   // Launch geometry (tuning.h); the default, every field unset, is the library's choice
   // for the shape. For the benchmark and the tests, which compare geometries.
   DecodeLinearTuning tuning;
 };
+inline constexpr size_t kDecodeLinearArgmaxWorkspaceBytes = 16;
 Status decode_linear(const DecodeLinear& op, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------
@@ -217,8 +224,12 @@ struct DecodeAttention {
   int kv_heads = 0;
   int head_dim = 0;
   int max_seq = 0;
-  float scale = 0.0f;          // 0: 1/sqrt(head_dim)
-  int splits = 0;              // 1..512, e.g. decode_attention_splits()
+  float scale = 0.0f;  // 0: 1/sqrt(head_dim)
+  int splits = 0;      // 1..512: the grid's, e.g. decode_attention_max_splits()
+  // The fewest splits a step uses (0: always `splits`). Between the two, each step uses as
+  // many as keep every slice short enough to be scored in one pass, chosen on the device
+  // from the position (e.g. decode_attention_splits()).
+  int min_splits = 0;
   float* workspace = nullptr;  // decode_attention_workspace_bytes()
   size_t workspace_bytes = 0;
   bool prefetch_history = true;  // see above
@@ -237,6 +248,11 @@ struct DecodeAttention {
 // max_seq, at least a quarter of the multiprocessors busy, beyond 16k keys about a
 // block per multiprocessor (the last two in whole batches of 16 splits); <= 512.
 Result<int> decode_attention_splits(int q_heads, int kv_heads, int max_seq);
+// The grid's splits for `splits` as min_splits: up to twice as many where the kernel
+// scores short slices in one pass and the larger grid still runs in one wave, so lengths
+// past splits x 256 keys keep that pass (decode_attention's `min_splits`).
+Result<int> decode_attention_max_splits(int q_heads, int kv_heads, int head_dim, int max_seq,
+                                        int splits);
 size_t decode_attention_workspace_bytes(int q_heads, int head_dim, int splits);
 size_t decode_attention_counter_bytes(int q_heads);
 Status decode_attention(const DecodeAttention& op, cudaStream_t stream);
@@ -279,13 +295,5 @@ struct GenericAttention {
 };
 bool generic_attention_supports(int head_dim);
 Status generic_attention(const GenericAttention& op, cudaStream_t stream);
-
-// ---------------------------------------------------------------------------------------
-// Greedy sampling: two-stage argmax over f32 logits [rows, vocab] into int32 out[rows]
-// (device memory, ready to feed embedding_gather). Ties go to the lowest index and NaN
-// counts as the largest value, as torch.argmax does.
-size_t argmax_workspace_bytes(int rows, int vocab);
-Status argmax(const float* logits, int rows, int vocab, void* workspace, size_t workspace_bytes,
-              int32_t* out, cudaStream_t stream);
 
 }  // namespace kvrt::engine::cuda

@@ -1,6 +1,7 @@
 // decode_attention (split-K flash-decoding) against the CPU reference: head_dim 64/80/
 // 128, GQA ratios 1/4/8 (and 32: two 16-head groups per kv head), cache lengths 1, 257
-// and 4096, with the history prefetched before the PDL wait and without. Cache rows past the
+// and 4096, with the history prefetched before the PDL wait and without, and grids whose
+// steps pick their own split count (min_splits) on either side of 4096 keys. Cache rows past the
 // query's position hold NaN: they must never be read into the result.
 //
 // Tolerances: P is rounded to bf16 before P·V (FlashAttention-2 does the same), a
@@ -26,6 +27,7 @@ struct DecodeCase {
   int length;
   int splits;  // 0: decode_attention_splits()
   bool prefetch_history = true;
+  int min_splits = 0;  // > 0: `splits` is the grid, the step picks between the two
 };
 
 // Runs decode steps at positions length - 1, then (when `calls` > 1) shorter ones, all
@@ -74,6 +76,7 @@ void check_decode(const DecodeCase& c, int calls = 1) {
     op.head_dim = dim;
     op.max_seq = max_seq;
     op.splits = splits;
+    op.min_splits = c.min_splits;
     op.workspace = d_workspace.get();
     op.workspace_bytes = workspace_bytes;
     op.prefetch_history = c.prefetch_history;
@@ -92,6 +95,28 @@ TEST(DecodeAttentionWorkspace, CountersReturnToZeroBetweenCalls) {
   KVRT_REQUIRE_CUDA_DEVICE();
   check_decode({64, 8, 4096, 0}, 4);
   check_decode({128, 4, 1000, 7}, 3);
+  // Each call picks its own split count (32, then 16 on the shorter prefixes): the
+  // counters must wrap at each call's count.
+  check_decode({64, 8, 8000, 32, true, 16}, 4);
+}
+
+// The grid's splits extend the policy's only where the one-pass geometry runs and the
+// larger grid stays one wave; never past what max_seq can use.
+TEST(DecodeAttentionSplits, MaxSplitsExtendOnlyWhereTheyHelp) {
+  KVRT_REQUIRE_CUDA_DEVICE();
+  auto tiny = decode_attention_max_splits(32, 4, 64, 8192, 16);  // TinyLlama
+  KVRT_ASSERT_OK(tiny.status());
+  EXPECT_EQ(*tiny, 32);
+  auto short_cache = decode_attention_max_splits(32, 4, 64, 4096, 16);
+  KVRT_ASSERT_OK(short_cache.status());
+  EXPECT_EQ(*short_cache, 16);  // 16 slices of 256 keys hold the whole cache
+  auto dim96 = decode_attention_max_splits(32, 8, 96, 8192, 16);
+  KVRT_ASSERT_OK(dim96.status());
+  EXPECT_EQ(*dim96, 16);  // the 4-warp geometry has no one-pass path
+  auto wide_grid = decode_attention_max_splits(32, 8, 128, 8192, 16);  // Llama-3.1-8B
+  KVRT_ASSERT_OK(wide_grid.status());
+  EXPECT_EQ(*wide_grid, 16);  // 256 blocks of 8 warps at head_dim 128: not one wave
+  EXPECT_FALSE(decode_attention_max_splits(32, 5, 64, 8192, 16).ok());
 }
 
 class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
@@ -129,6 +154,14 @@ std::vector<DecodeCase> decode_cases() {
   // The last slice holds only the new row (no history tile): slices [0, 16), [16, 17).
   cases.push_back({64, 4, 17, 2});
   cases.push_back({128, 8, 65, 5});
+  // A grid of 32 splits of which each step uses 16 up to 4096 keys, then as many as keep
+  // 256-key slices (4097 keys: 17, the last holding one key; 5000: 20), then 16 again.
+  cases.push_back({64, 8, 4097, 32, true, 16});
+  cases.push_back({64, 4, 5000, 32, true, 16});
+  cases.push_back({80, 4, 4500, 32, true, 16});
+  cases.push_back({128, 8, 4224, 32, true, 16});
+  cases.push_back({64, 8, 9000, 32, true, 16});
+  cases.push_back({64, 4, 4097, 32, false, 16});
   // Everything read after the PDL wait.
   cases.push_back({64, 8, 4096, 0, false});
   cases.push_back({80, 4, 257, 0, false});
@@ -142,6 +175,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttentionTest, ::testing::ValuesIn(decode
                            return testing::param_name(
                                "d", c.head_dim, "_g", c.group, "_len", c.length,
                                c.splits > 0 ? testing::param_name("_splits", c.splits) : "",
+                               c.min_splits > 0 ? testing::param_name("_min", c.min_splits) : "",
                                c.prefetch_history ? "" : "_no_prefetch");
                          });
 

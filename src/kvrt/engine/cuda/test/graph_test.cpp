@@ -1,6 +1,6 @@
 // A whole decode step of a tiny Llama (embedding -> norm+qkv -> rope/cache write ->
 // split-K attention -> o_proj+residual -> norm+gate/up+SwiGLU -> down+residual ->
-// norm+LM head -> argmax) captured once in a CUDA graph and replayed for 24 positions,
+// norm+LM head+argmax) captured once in a CUDA graph and replayed for 24 positions,
 // with the argmax writing the next token id where the embedding reads it and only the
 // position written by the host between replays. It must match the same steps run
 // eagerly launch by launch, bit for bit, with programmatic dependent launch on for the
@@ -50,9 +50,10 @@ struct Session {
         k_cache(static_cast<size_t>(kKvHeads) * kMaxSeq * kDim),
         v_cache(static_cast<size_t>(kKvHeads) * kMaxSeq * kDim),
         attn_workspace(decode_attention_workspace_bytes(kQHeads, kDim, splits) / sizeof(float)),
-        argmax_workspace(argmax_workspace_bytes(1, kVocab)),
+        argmax_workspace(kDecodeLinearArgmaxWorkspaceBytes),
         splits(splits) {
     attn_workspace.zero(decode_attention_counter_bytes(kQHeads));
+    argmax_workspace.zero();
   }
   DeviceBuffer<int32_t> token, position;
   DeviceBuffer<uint16_t> h, qkv, attn, act;
@@ -142,10 +143,9 @@ Status decode_step(const Weights& w, Session& s, const float* inv_freq, bool fus
   head.in = kHidden;
   head.norm_weight = w.final_norm.as_bf16();
   head.output_f32 = s.logits.get();
-  KVRT_RETURN_IF_ERROR(decode_linear(head, stream));
-
-  return argmax(s.logits.get(), 1, kVocab, s.argmax_workspace.get(), s.argmax_workspace.bytes(),
-                s.token.get(), stream);
+  head.argmax_out = s.token.get();
+  head.argmax_workspace = s.argmax_workspace.get();
+  return decode_linear(head, stream);
 }
 
 // Restores the process-wide PDL setting when the test ends.
