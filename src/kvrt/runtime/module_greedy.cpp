@@ -47,16 +47,24 @@ Status Module::submit_greedy_continuation(int32_t position) {
   return submit(m, input, position);
 }
 
-// Stages the position through the next pinned ring slot, runs the method with its
-// next_token output in the other device slot, and queues the token's copy home.
+// Writes the position (a stream write, or through the next pinned ring slot), runs the
+// method with its next_token output in the other device slot, and queues the token's
+// copy home.
 Status Module::submit(size_t m, const TensorView& tokens, int32_t position) {
   if (pending_.size() == kRing) {
     return invalid_state(kRing, " greedy steps are queued; wait_token() first");
   }
   const size_t ring = submitted_ % kRing;
-  host_positions()[ring] = position;
-  KVRT_RETURN_IF_ERROR(
-      api_->copy_async(device_position(), &host_positions()[ring], sizeof(int32_t), stream_));
+  // The position goes in with the command where the device can (no copy), else from a
+  // ring slot of pinned memory that outlives the copy.
+  const Status written = api_->write_i32_async(device_position(), position, stream_);
+  if (written.code() == ErrorCode::kNotSupported) {
+    host_positions()[ring] = position;
+    KVRT_RETURN_IF_ERROR(
+        api_->copy_async(device_position(), &host_positions()[ring], sizeof(int32_t), stream_));
+  } else {
+    KVRT_RETURN_IF_ERROR(written);
+  }
   const size_t slot = token_slot_ ^ 1;
   const TensorView inputs[] = {tokens, TensorView(device_position(), DType::kI32, {1}, device_)};
   std::vector<TensorView> outputs(static_cast<size_t>(outputs_[m].next_token) + 1);

@@ -33,6 +33,10 @@ class HostDeviceApi final : public DeviceApi {
     if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
     return Status();
   }
+  Status write_i32_async(int32_t* dst, int32_t value, StreamHandle) override {
+    *dst = value;
+    return Status();
+  }
   Result<EventHandle> record_event(StreamHandle) override { return EventHandle{nullptr}; }
   Status wait_event(EventHandle) override { return Status(); }
   void destroy_event(EventHandle) override {}
@@ -49,6 +53,10 @@ Result<void*> DeviceApi::allocate_host(size_t bytes) {
 
 void DeviceApi::free_host(void* ptr) {
   std::free(ptr);
+}
+
+Status DeviceApi::write_i32_async(int32_t*, int32_t, StreamHandle) {
+  return not_supported(device().to_string(), " has no stream-ordered value writes");
 }
 
 Result<EventHandle> DeviceApi::record_timing_event(StreamHandle stream) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kvrt/core/result.h"
 #include "kvrt/core/tensor.h"
@@ -46,6 +47,10 @@ class DeviceApi {
 
   // Copies `bytes` between any two locations (host or device) in stream order.
   virtual Status copy_async(void* dst, const void* src, size_t bytes, StreamHandle stream) = 0;
+  // Writes `value` to the device's memory at `dst` in stream order, the value carried by
+  // the command itself: no host buffer to keep alive, no copy. NotSupported by default;
+  // callers then stage the value through host memory and copy_async.
+  virtual Status write_i32_async(int32_t* dst, int32_t value, StreamHandle stream);
   // Records an event after the work queued so far on `stream` (for waits: it may keep
   // no timestamp).
   virtual Result<EventHandle> record_event(StreamHandle stream) = 0;

@@ -11,6 +11,21 @@
 namespace kvrt::engine::cuda {
 namespace {
 
+// cuStreamWriteValue32 (CUDA 11.7's ABI), or null where the driver lacks it.
+using WriteValue32 = int (*)(void* stream, unsigned long long address, uint32_t value,
+                             unsigned flags);
+WriteValue32 find_write_value32() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 11070, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<WriteValue32>(fn);
+}
+
 class CudaDeviceApi final : public DeviceApi {
  public:
   explicit CudaDeviceApi(int index) : index_(index) {}
@@ -81,6 +96,19 @@ class CudaDeviceApi final : public DeviceApi {
     return cuda_check(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
         "cudaMemcpyAsync");
+  }
+  // A stream memory operation (cuStreamWriteValue32, found through the runtime so that
+  // nothing links the driver library): the front end writes the value, where a copy from
+  // pinned memory takes a copy-engine transfer between two graph launches.
+  Status write_i32_async(int32_t* dst, int32_t value, StreamHandle stream) override {
+    static const WriteValue32 write = find_write_value32();
+    if (write == nullptr) return DeviceApi::write_i32_async(dst, value, stream);
+    const int result =
+        write(stream, reinterpret_cast<unsigned long long>(dst), static_cast<uint32_t>(value), 0);
+    if (result != 0) {
+      return internal_error("cuStreamWriteValue32 failed with CUresult ", result);
+    }
+    return Status();
   }
   // Events for waits keep no timestamp: recording one costs the stream less.
   Result<EventHandle> record_event(StreamHandle stream) override {

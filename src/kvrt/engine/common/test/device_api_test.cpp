@@ -66,6 +66,17 @@ TEST(HostDeviceApi, CopiesSynchronouslyAndAcceptsOnlyHostViews) {
   EXPECT_FALSE(api.set_current_device(Device::cuda(0)).ok());
 }
 
+// The host writes at once; a device API without stream writes says NotSupported (its
+// callers then copy from pinned memory) and leaves the destination alone.
+TEST(DeviceApi, ValueWritesAreImmediateOnTheHostAndOptionalElsewhere) {
+  int32_t value = 7;
+  ASSERT_TRUE(host_device_api().write_i32_async(&value, 42, nullptr).ok());
+  EXPECT_EQ(value, 42);
+  SwitchingApi device;
+  EXPECT_EQ(device.write_i32_async(&value, 9, nullptr).code(), ErrorCode::kNotSupported);
+  EXPECT_EQ(value, 42);
+}
+
 TEST(EngineTargetRegistry, RegisterReplacesAndUnregisterRemoves) {
   EngineTarget target;
   target.name = "fake";
