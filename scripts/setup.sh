@@ -10,7 +10,7 @@ shift || true
 
 packages=(build-essential cmake ninja-build pkg-config git
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libpcre2-dev clang libclang-rt-14-dev clang-format)
+          libpcre2-dev libutf8proc-dev clang libclang-rt-14-dev clang-format)
 
 missing=()
 for package in "${packages[@]}"; do

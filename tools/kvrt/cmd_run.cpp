@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct RunArgs {
   bool interactive = false;
   int threads = 0;
   int64_t max_seq = 0;
+  // The sampling flags given on the command line; the others come from the model.
+  std::set<std::string> given;
 };
 
 kvrt::Result<std::vector<int32_t>> parse_ids(const std::string& text) {
@@ -129,12 +132,15 @@ int run(const RunArgs& args) {
 
   kvrt::GenerateOptions options;
   options.max_new_tokens = args.max_new_tokens;
-  options.sampling.temperature = args.temperature;
-  options.sampling.top_k = args.top_k;
-  options.sampling.top_p = args.top_p;
-  options.sampling.min_p = args.min_p;
-  options.sampling.repetition_penalty = args.repetition_penalty;
-  options.sampling.seed = args.seed;
+  // Flags win; the rest comes from generation_config.json as HF applies it.
+  kvrt::SamplingOverrides user;
+  if (args.given.contains("--temperature")) user.temperature = args.temperature;
+  if (args.given.contains("--top-k")) user.top_k = args.top_k;
+  if (args.given.contains("--top-p")) user.top_p = args.top_p;
+  if (args.given.contains("--min-p")) user.min_p = args.min_p;
+  if (args.given.contains("--repetition-penalty"))
+    user.repetition_penalty = args.repetition_penalty;
+  options.sampling = kvrt::resolve_sampling((*llm)->generation_defaults(), user, args.seed);
   options.stop_strings = args.stop;
   options.ignore_eos = args.ignore_eos;
 
@@ -204,7 +210,16 @@ const bool registered = kvrt::cli::register_command(
            ->check(CLI::Range(0, 1024));
        sub.add_option("--max-seq", args->max_seq, "Context length when exporting a checkpoint");
        sub.add_flag("--json", args->json, "Print one JSON object: ids, text, timings");
-       sub.callback([args, prompt] {
+       sub.footer(
+           "Sampling: flags given here win. Otherwise the model's generation_config.json "
+           "applies as in HF transformers: greedy unless do_sample is true, then its "
+           "temperature, top_k, top_p (HF defaults 1.0, 50, 1.0 where missing); its "
+           "repetition_penalty always; every eos_token_id (one or a list) stops.");
+       sub.callback([args, prompt, app = &sub] {
+         for (const char* flag :
+              {"--temperature", "--top-k", "--top-p", "--min-p", "--repetition-penalty"}) {
+           if (app->count(flag) > 0) args->given.insert(flag);
+         }
          // An empty -p "" is a prompt (generation from BOS), not a missing one.
          if (prompt->count() == 0 && args->prompt_ids.empty() && !args->interactive) {
            std::fprintf(stderr, "kvrt run: give --prompt, --prompt-ids or --interactive\n");

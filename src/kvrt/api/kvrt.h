@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvrt/api/generation_defaults.h"
 #include "kvrt/core/result.h"
 #include "kvrt/generation/generator.h"
 #include "kvrt/generation/tokenizer.h"
@@ -72,6 +73,10 @@ class Llm {
 
   bool has_tokenizer() const;
   const std::vector<int32_t>& eos_ids() const;
+  // The checkpoint's generation_config.json settings with HF's defaults filled in
+  // (HF's defaults alone when there is none); resolve_sampling() combines them with
+  // what the user sets.
+  const GenerationDefaults& generation_defaults() const;
   const std::string& device() const;
   // The device and why it was chosen, e.g. "cpu (no CUDA device: ...)" for "auto".
   const std::string& device_choice() const;

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <system_error>
 
@@ -25,6 +26,7 @@ struct Llm::State {
   std::optional<Tokenizer> tokenizer;
   std::unique_ptr<Generator> generator;
   std::vector<int32_t> eos_ids;
+  GenerationDefaults generation_defaults;
   std::mutex mutex;  // serializes generate/reset: one Llm is one sequence
 };
 
@@ -142,6 +144,21 @@ std::optional<std::string> find_tokenizer(const std::string& model_path,
   return std::nullopt;
 }
 
+// The checkpoint directory a model came from: path itself, or for a program file the
+// directory recorded at export, when it still exists.
+std::optional<std::string> checkpoint_dir_of(const std::string& path,
+                                             const runtime::Module& module) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) return path;
+  const nlohmann::json& producer = module.program().spec().producer;
+  auto source = producer.find("checkpoint_dir");
+  if (source != producer.end() && source->is_string() &&
+      fs::is_directory(source->get<std::string>(), error)) {
+    return source->get<std::string>();
+  }
+  return std::nullopt;
+}
+
 std::vector<int32_t> eos_ids_of(const runtime::Module& module, const Tokenizer* tokenizer) {
   std::vector<int32_t> ids;
   const nlohmann::json& producer = module.program().spec().producer;
@@ -185,6 +202,9 @@ Result<std::unique_ptr<Llm>> Llm::load(const std::string& path, const LoadOption
     state->tokenizer = std::move(tokenizer);
   }
   state->eos_ids = eos_ids_of(*module, state->tokenizer ? &*state->tokenizer : nullptr);
+  if (auto dir = checkpoint_dir_of(path, *module)) {
+    KVRT_ASSIGN_OR_RETURN(state->generation_defaults, read_generation_defaults(*dir));
+  }
   state->model = std::make_unique<runtime::ModuleModel>(std::move(module));
   // Without a tokenizer the generator still runs on ids; text comes out empty.
   state->generator = std::make_unique<Generator>(*state->model, state->tokenizer);
@@ -252,6 +272,9 @@ bool Llm::has_tokenizer() const {
 }
 const std::vector<int32_t>& Llm::eos_ids() const {
   return state_->eos_ids;
+}
+const GenerationDefaults& Llm::generation_defaults() const {
+  return state_->generation_defaults;
 }
 const std::string& Llm::device() const {
   return state_->device;

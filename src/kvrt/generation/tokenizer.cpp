@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "kvrt/generation/tokenizer_added_tokens.h"
-#include "kvrt/generation/tokenizer_bpe.h"
 #include "kvrt/generation/tokenizer_decoder.h"
 #include "kvrt/generation/tokenizer_json.h"
+#include "kvrt/generation/tokenizer_model.h"
 #include "kvrt/generation/tokenizer_normalizer.h"
 #include "kvrt/generation/tokenizer_post_processor.h"
 #include "kvrt/generation/tokenizer_pre_tokenizer.h"
@@ -17,7 +17,7 @@
 namespace kvrt {
 
 struct Tokenizer::Impl {
-  tok::BpeModel model;
+  std::unique_ptr<tok::Model> model;
   tok::AddedTokens added;
   std::unique_ptr<tok::Normalizer> normalizer;
   std::unique_ptr<tok::PreTokenizer> pre_tokenizer;
@@ -61,22 +61,6 @@ bool has_byte_fallback(const tok::Json& decoder) {
   return false;
 }
 
-Status check_model_type(const tok::Json& model, const std::string& where) {
-  // Files written by old tokenizers versions may omit "type"; BPE is then implied by
-  // the presence of "merges".
-  const tok::Json* type = tok::optional_field(model, "type");
-  if (type == nullptr) {
-    if (tok::optional_field(model, "merges") != nullptr) return Status();
-    return not_supported(where, ".type: missing, and the model is not BPE");
-  }
-  if (!type->is_string()) return invalid_argument(where, ".type: expected a string");
-  if (*type != "BPE") {
-    return not_supported(where, ".type: model '", type->get<std::string>(),
-                         "' is not supported (supported: BPE)");
-  }
-  return Status();
-}
-
 // Errors name the JSON field; from_json puts the source in front.
 Result<std::shared_ptr<Tokenizer::Impl>> build(const tok::Json& root, const tok::Json& config) {
   if (!root.is_object()) return invalid_argument("expected a JSON object");
@@ -88,8 +72,7 @@ Result<std::shared_ptr<Tokenizer::Impl>> build(const tok::Json& root, const tok:
   };
 
   KVRT_ASSIGN_OR_RETURN(const tok::Json* model, tok::required_field(root, "model", ""));
-  KVRT_RETURN_IF_ERROR(check_model_type(*model, "model"));
-  KVRT_ASSIGN_OR_RETURN(impl->model, tok::BpeModel::parse(*model, "model"));
+  KVRT_ASSIGN_OR_RETURN(impl->model, tok::parse_model(*model, "model"));
   KVRT_ASSIGN_OR_RETURN(impl->normalizer,
                         tok::parse_normalizer(member("normalizer"), "normalizer"));
   KVRT_ASSIGN_OR_RETURN(impl->pre_tokenizer,
@@ -100,14 +83,14 @@ Result<std::shared_ptr<Tokenizer::Impl>> build(const tok::Json& root, const tok:
                         tok::parse_post_processor(member("post_processor"), "post_processor"));
   KVRT_ASSIGN_OR_RETURN(impl->added,
                         tok::AddedTokens::parse(member("added_tokens"), impl->normalizer.get(),
-                                                impl->model, "added_tokens"));
+                                                *impl->model, "added_tokens"));
   // truncation and padding are ignored, as transformers' tokenizers ignore them unless a
   // call asks for them; kvrt never pads, and the context limit is checked by the caller.
 
   // Every id the post-processor adds must decode.
   for (const auto* ids : {&impl->post_processor.prefix, &impl->post_processor.suffix}) {
     for (int32_t id : *ids) {
-      if (impl->added.find(id) == nullptr && impl->model.id_to_token(id) == nullptr) {
+      if (impl->added.find(id) == nullptr && impl->model->id_to_token(id) == nullptr) {
         return invalid_argument("post_processor: token id ", id, " is not in the vocabulary");
       }
     }
@@ -115,7 +98,7 @@ Result<std::shared_ptr<Tokenizer::Impl>> build(const tok::Json& root, const tok:
   auto lookup = [&](const std::optional<std::string>& name) -> std::optional<int32_t> {
     if (!name) return std::nullopt;
     if (auto id = impl->added.token_to_id(*name)) return id;
-    return impl->model.token_to_id(*name);
+    return impl->model->token_to_id(*name);
   };
   if (impl->post_processor.prefix.size() == 1) {
     impl->bos = impl->post_processor.prefix[0];
@@ -184,7 +167,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
     pieces.assign(1, {std::move(segment.text), segment.at_origin});
     if (impl.pre_tokenizer) KVRT_RETURN_IF_ERROR(impl.pre_tokenizer->pre_tokenize(pieces));
     for (const tok::Piece& piece : pieces) {
-      KVRT_RETURN_IF_ERROR(impl.model.tokenize(piece.text, ids));
+      KVRT_RETURN_IF_ERROR(impl.model->tokenize(piece.text, ids));
     }
   }
   if (add_special_tokens) {
@@ -203,7 +186,7 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids,
       if (!(skip_special_tokens && added->special)) tokens.push_back(added->content);
       continue;
     }
-    const std::string* token = impl.model.id_to_token(id);
+    const std::string* token = impl.model->id_to_token(id);
     if (token == nullptr)
       return invalid_argument("decode: token id ", id, " is not in the vocabulary");
     tokens.push_back(*token);
@@ -213,17 +196,17 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids,
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
   if (auto id = impl_->added.token_to_id(token)) return id;
-  return impl_->model.token_to_id(token);
+  return impl_->model->token_to_id(token);
 }
 
 std::optional<std::string> Tokenizer::token_text(int32_t id) const {
   if (const tok::AddedToken* added = impl_->added.find(id)) return added->content;
-  if (const std::string* token = impl_->model.id_to_token(id)) return *token;
+  if (const std::string* token = impl_->model->id_to_token(id)) return *token;
   return std::nullopt;
 }
 
 int32_t Tokenizer::vocab_size() const {
-  return std::max(impl_->model.max_id(), impl_->added.max_id()) + 1;
+  return std::max(impl_->model->max_id(), impl_->added.max_id()) + 1;
 }
 
 bool Tokenizer::is_fallback_byte(int32_t id) const {

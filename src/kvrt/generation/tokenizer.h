@@ -1,13 +1,15 @@
-// Tokenizer: text <-> token ids for Llama and Qwen2 checkpoints, built from the Hugging
-// Face tokenizer.json that ships with them, with the same results as HF `tokenizers`.
+// Tokenizer: text <-> token ids, built from the Hugging Face tokenizer.json of a
+// checkpoint, with the same results as HF `tokenizers`.
 //
-//   text ─► added-token split ─► normalizer ─► pre-tokenizer ─► BPE ─► post-processor
+//   text ─► added-token split ─► normalizer ─► pre-tokenizer ─► model ─► post-processor
 //   ids  ─► token strings ─► decoder chain ─► text
 //
-// Supported: byte-level BPE (GPT-2, Llama 3, Qwen2) and SentencePiece-style BPE with
-// byte fallback (Llama 2, TinyLlama). Anything else in the file (another model type,
-// an unknown normalizer, pre-tokenizer, post-processor or decoder) fails to load with
-// an error naming the field; nothing is silently ignored. docs/tokenizer.md has more.
+// Supported: BPE (byte-level as GPT-2, Llama 3, Qwen2; SentencePiece-style with byte
+// fallback as Llama 2; with subword prefix or word suffix) and Unigram (T5, ALBERT),
+// with HF's normalizers (Unicode forms, Precompiled charsmaps, BERT's), pre-tokenizers,
+// post-processors and decoders. Anything else in the file (another model type, an
+// unknown component) fails to load with an error naming the JSON path; nothing is
+// silently ignored. docs/tokenizer.md lists what is supported.
 #pragma once
 
 #include <cstdint>

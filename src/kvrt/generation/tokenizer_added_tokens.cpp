@@ -62,7 +62,7 @@ size_t leading_space_end(std::string_view text, size_t from) {
 }  // namespace
 
 Result<AddedTokens> AddedTokens::parse(const Json& list, const Normalizer* normalizer,
-                                       const BpeModel& model, const std::string& where) {
+                                       const Model& model, const std::string& where) {
   AddedTokens added;
   if (list.is_null()) return added;
   if (!list.is_array()) return invalid_argument(where, ": expected a list");

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "kvrt/core/result.h"
-#include "kvrt/generation/tokenizer_bpe.h"
 #include "kvrt/generation/tokenizer_json.h"
+#include "kvrt/generation/tokenizer_model.h"
 #include "kvrt/generation/tokenizer_normalizer.h"
 
 namespace kvrt::tok {
@@ -45,7 +45,7 @@ class AddedTokens {
   // others are numbered from the vocabulary size on, in order); an "id" field that
   // disagrees is logged, as HF warns too. Well-formed files always agree.
   static Result<AddedTokens> parse(const Json& list, const Normalizer* normalizer,
-                                   const BpeModel& model, const std::string& where);
+                                   const Model& model, const std::string& where);
 
   // Splits text on added tokens and normalizes the text between them. Empty text
   // segments are dropped.

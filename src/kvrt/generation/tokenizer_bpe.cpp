@@ -25,14 +25,6 @@ Result<std::pair<std::string, std::string>> parse_merge(const Json& merge,
   return invalid_argument(where, ": expected \"a b\" or [\"a\", \"b\"]");
 }
 
-Status check_empty_or_null(const Json& model, std::string_view key, const std::string& where) {
-  KVRT_ASSIGN_OR_RETURN(std::optional<std::string> value, optional_string_field(model, key, where));
-  if (value && !value->empty()) {
-    return not_supported(field_path(where, key), ": '", *value, "' is not supported");
-  }
-  return Status();
-}
-
 }  // namespace
 
 Result<BpeModel> BpeModel::parse(const Json& model, const std::string& where) {
@@ -43,8 +35,11 @@ Result<BpeModel> BpeModel::parse(const Json& model, const std::string& where) {
                            ": BPE dropout makes encoding random and is not supported");
     }
   }
-  KVRT_RETURN_IF_ERROR(check_empty_or_null(model, "continuing_subword_prefix", where));
-  KVRT_RETURN_IF_ERROR(check_empty_or_null(model, "end_of_word_suffix", where));
+  KVRT_ASSIGN_OR_RETURN(auto prefix,
+                        optional_string_field(model, "continuing_subword_prefix", where));
+  KVRT_ASSIGN_OR_RETURN(auto suffix, optional_string_field(model, "end_of_word_suffix", where));
+  bpe.prefix_ = prefix.value_or("");
+  bpe.suffix_ = suffix.value_or("");
   KVRT_ASSIGN_OR_RETURN(bpe.unk_token_, optional_string_field(model, "unk_token", where));
   KVRT_ASSIGN_OR_RETURN(bpe.fuse_unk_, bool_field(model, "fuse_unk", false, where));
   KVRT_ASSIGN_OR_RETURN(bpe.byte_fallback_, bool_field(model, "byte_fallback", false, where));
@@ -79,7 +74,13 @@ Result<BpeModel> BpeModel::parse(const Json& model, const std::string& where) {
     KVRT_ASSIGN_OR_RETURN(auto pair, parse_merge((*merges)[rank], path));
     auto left = bpe.token_to_id(pair.first);
     auto right = bpe.token_to_id(pair.second);
-    auto merged = bpe.token_to_id(pair.first + pair.second);
+    // The merged token drops the right side's prefix ("a" + "##b" -> "ab"); HF cuts
+    // prefix-length bytes whether or not they are the prefix.
+    if (pair.second.size() < bpe.prefix_.size()) {
+      return invalid_argument(path, ": merge '", pair.first, " ", pair.second,
+                              "' has a right side shorter than continuing_subword_prefix");
+    }
+    auto merged = bpe.token_to_id(pair.first + pair.second.substr(bpe.prefix_.size()));
     if (!left || !right || !merged) {
       return invalid_argument(path, ": merge '", pair.first, " ", pair.second,
                               "' uses a token that is not in the vocabulary");
@@ -129,10 +130,17 @@ Status BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) cons
   std::vector<int32_t> symbols;
   symbols.reserve(word.size());
   std::optional<int32_t> pending_unk;  // a run of unknown characters not yet emitted
+  std::string marked;
   for (size_t pos = 0; pos < word.size();) {
     const size_t begin = pos;
     utf8::decode(word, pos);
-    const std::string_view ch = word.substr(begin, pos - begin);
+    std::string_view ch = word.substr(begin, pos - begin);
+    if ((begin > 0 && !prefix_.empty()) || (pos == word.size() && !suffix_.empty())) {
+      marked.assign(begin > 0 ? prefix_ : "");
+      marked += ch;
+      if (pos == word.size()) marked += suffix_;
+      ch = marked;
+    }
     if (auto id = token_to_id(ch)) {
       if (pending_unk) symbols.push_back(*pending_unk);
       pending_unk.reset();

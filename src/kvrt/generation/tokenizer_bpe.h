@@ -1,6 +1,8 @@
 // The BPE model of tokenizer.json: vocabulary, ranked merges, and what to do with a
 // character the vocabulary lacks (byte_fallback to <0xNN> tokens, else unk_token,
-// fused or not, else dropped, exactly as Hugging Face tokenizers does).
+// fused or not, else dropped, exactly as Hugging Face tokenizers does), and the
+// continuing_subword_prefix / end_of_word_suffix that WordPiece-style BPE vocabularies
+// mark their pieces with.
 #pragma once
 
 #include <array>
@@ -13,26 +15,23 @@
 #include <vector>
 
 #include "kvrt/core/result.h"
-#include "kvrt/generation/tokenizer_json.h"
+#include "kvrt/generation/tokenizer_model.h"
 
 namespace kvrt::tok {
 
-class BpeModel {
+class BpeModel final : public Model {
  public:
   // Parses the "model" object (type BPE) at JSON path `where`.
   static Result<BpeModel> parse(const Json& model, const std::string& where);
 
   // Appends the ids of one pre-tokenized word (well-formed UTF-8). Fails only when the
   // word needs unk_token and unk_token is not in the vocabulary.
-  Status tokenize(std::string_view word, std::vector<int32_t>& out) const;
+  Status tokenize(std::string_view word, std::vector<int32_t>& out) const override;
 
-  std::optional<int32_t> token_to_id(std::string_view token) const;
-  // The token string of id, or nullptr when no vocabulary entry has that id.
-  const std::string* id_to_token(int32_t id) const;
-  // Number of vocabulary entries.
-  size_t vocab_count() const { return vocab_.size(); }
-  // The largest id of the vocabulary (-1 when empty).
-  int32_t max_id() const { return static_cast<int32_t>(tokens_.size()) - 1; }
+  std::optional<int32_t> token_to_id(std::string_view token) const override;
+  const std::string* id_to_token(int32_t id) const override;
+  size_t vocab_count() const override { return vocab_.size(); }
+  int32_t max_id() const override { return static_cast<int32_t>(tokens_.size()) - 1; }
 
  private:
   struct StringHash {
@@ -56,6 +55,8 @@ class BpeModel {
   std::unordered_map<uint64_t, Merge> merges_;
   std::array<int32_t, 256> byte_ids_{};  // <0xNN> token of each byte, -1 if absent
   std::optional<std::string> unk_token_;
+  std::string prefix_;  // continuing_subword_prefix: marks every character but the first
+  std::string suffix_;  // end_of_word_suffix: marks the last character
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;

@@ -173,6 +173,66 @@ class MetaspaceDecoder final : public Decoder {
   bool drop_in_first_;
 };
 
+std::string replace_every(std::string text, std::string_view from, std::string_view to) {
+  if (from.empty()) return text;
+  std::string out;
+  size_t last = 0;
+  for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, last)) {
+    out.append(text, last, pos - last);
+    out += to;
+    last = pos + from.size();
+  }
+  out.append(text, last);
+  return out;
+}
+
+// WordPiece: a token with the prefix joins the previous one, any other is preceded by
+// a space; cleanup undoes BERT's spacing around punctuation and contractions.
+class WordPieceDecoder final : public Decoder {
+ public:
+  WordPieceDecoder(std::string prefix, bool cleanup)
+      : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+  Status decode_chain(std::vector<std::string>& tokens) const override {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      std::string& token = tokens[i];
+      if (i != 0) {
+        if (token.starts_with(prefix_)) {
+          token.erase(0, prefix_.size());
+        } else {
+          token = " " + token;
+        }
+      }
+      if (cleanup_) {
+        static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
+            {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+            {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+            {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+        for (const auto& [from, to] : kRules) token = replace_every(std::move(token), from, to);
+      }
+    }
+    return Status();
+  }
+
+ private:
+  std::string prefix_;
+  bool cleanup_;
+};
+
+// BPEDecoder: the end-of-word suffix becomes a space, except in the last token.
+class BpeDecoder final : public Decoder {
+ public:
+  explicit BpeDecoder(std::string suffix) : suffix_(std::move(suffix)) {}
+  Status decode_chain(std::vector<std::string>& tokens) const override {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = replace_every(std::move(tokens[i]), suffix_, i + 1 == tokens.size() ? "" : " ");
+    }
+    return Status();
+  }
+
+ private:
+  std::string suffix_;
+};
+
 Result<size_t> count_field(const Json& json, std::string_view key, const std::string& where) {
   KVRT_ASSIGN_OR_RETURN(int64_t value, int_field(json, key, where));
   if (value < 0) return invalid_argument(field_path(where, key), ": must not be negative");
@@ -217,9 +277,18 @@ Result<std::unique_ptr<Decoder>> parse_decoder(const Json& json, const std::stri
     const bool never = !add_prefix_space || (scheme && *scheme == "never");
     return Ptr(new MetaspaceDecoder(std::move(replacement), !never));
   }
+  if (type == "WordPiece") {
+    KVRT_ASSIGN_OR_RETURN(auto prefix, optional_string_field(json, "prefix", where));
+    KVRT_ASSIGN_OR_RETURN(bool cleanup, bool_field(json, "cleanup", true, where));
+    return Ptr(new WordPieceDecoder(prefix.value_or("##"), cleanup));
+  }
+  if (type == "BPEDecoder") {
+    KVRT_ASSIGN_OR_RETURN(auto suffix, optional_string_field(json, "suffix", where));
+    return Ptr(new BpeDecoder(suffix.value_or("</w>")));
+  }
   return not_supported(field_path(where, "type"), ": decoder '", type,
                        "' is not supported (supported: Sequence, ByteLevel, Replace, "
-                       "ByteFallback, Fuse, Strip, Metaspace)");
+                       "ByteFallback, Fuse, Strip, Metaspace, WordPiece, BPEDecoder)");
 }
 
 Result<std::string> run_decoder(const Decoder* decoder, std::vector<std::string> tokens) {

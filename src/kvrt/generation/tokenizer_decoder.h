@@ -1,6 +1,6 @@
 // tokenizer.json "decoder": turns token strings back into text. Supported: ByteLevel,
-// Metaspace, and Sequence of Replace, ByteFallback, Fuse, Strip (the Llama 2 /
-// TinyLlama chain), each with Hugging Face's decode_chain semantics: every step maps
+// Metaspace, WordPiece, BPEDecoder, and Sequence of Replace, ByteFallback, Fuse, Strip
+// (the Llama 2 / TinyLlama chain), each with Hugging Face's decode_chain semantics: every step maps
 // the list of token strings to a new list, and the result is their concatenation.
 #pragma once
 

@@ -1,5 +1,7 @@
 // tokenizer.json "normalizer": rewrites the text between added tokens before it is
-// split and tokenized. Supported: Sequence, Prepend, Replace (string or regex), NFC.
+// split and tokenized. Supported: Sequence, Prepend, Replace (string or regex), NFC,
+// NFD, NFKC, NFKD (utf8proc), Lowercase, Strip, StripAccents, BertNormalizer and
+// Precompiled (SentencePiece's charsmap, tokenizer_precompiled.h).
 // Llama 2 / TinyLlama use Sequence[Prepend("▁"), Replace(" ", "▁")]; Qwen2 uses NFC.
 #pragma once
 

@@ -4,79 +4,10 @@
 
 #include "kvrt/generation/tokenizer_byte_level.h"
 #include "kvrt/generation/tokenizer_regex.h"
+#include "kvrt/generation/tokenizer_split.h"
 
 namespace kvrt::tok {
 namespace {
-
-// What happens to the matched delimiters when a piece is split (HF's
-// SplitDelimiterBehavior).
-enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
-
-struct Part {
-  Span span;
-  bool flag;  // is_match before the behavior is applied, "remove" after
-};
-
-// Splits one piece at the spans of `matches` (HF NormalizedString::split).
-void split_piece(const Piece& piece, const std::vector<Span>& matches, Behavior behavior,
-                 bool invert, std::vector<Piece>& out) {
-  const size_t size = piece.text.size();
-  std::vector<Part> parts;
-  size_t prev = 0;
-  for (const Span& m : matches) {
-    if (prev != m.begin) parts.push_back({{prev, m.begin}, invert});
-    parts.push_back({m, !invert});
-    prev = m.end;
-  }
-  if (prev != size) parts.push_back({{prev, size}, invert});
-
-  std::vector<Part> result;
-  bool previous_match = false;
-  switch (behavior) {
-    case Behavior::kRemoved:
-      result = parts;
-      break;
-    case Behavior::kIsolated:
-      for (const Part& p : parts) result.push_back({p.span, false});
-      break;
-    case Behavior::kContiguous:
-      for (const Part& p : parts) {
-        if (p.flag == previous_match && !result.empty()) {
-          result.back().span.end = p.span.end;
-        } else {
-          result.push_back({p.span, false});
-        }
-        previous_match = p.flag;
-      }
-      break;
-    case Behavior::kMergedWithPrevious:
-      for (const Part& p : parts) {
-        if (p.flag && !previous_match && !result.empty()) {
-          result.back().span.end = p.span.end;
-        } else {
-          result.push_back({p.span, false});
-        }
-        previous_match = p.flag;
-      }
-      break;
-    case Behavior::kMergedWithNext:
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (it->flag && !previous_match && !result.empty()) {
-          result.back().span.begin = it->span.begin;
-        } else {
-          result.push_back({it->span, false});
-        }
-        previous_match = it->flag;
-      }
-      std::reverse(result.begin(), result.end());
-      break;
-  }
-  for (const Part& p : result) {
-    if (p.flag || p.span.begin == p.span.end) continue;
-    out.push_back({piece.text.substr(p.span.begin, p.span.end - p.span.begin),
-                   piece.at_origin && p.span.begin == 0});
-  }
-}
 
 class SequencePreTokenizer final : public PreTokenizer {
  public:
@@ -186,16 +117,6 @@ class MetaspacePreTokenizer final : public PreTokenizer {
   Pattern pattern_;
 };
 
-Result<Behavior> parse_behavior(const Json& json, const std::string& where) {
-  KVRT_ASSIGN_OR_RETURN(std::string name, string_field(json, "behavior", where));
-  if (name == "Removed") return Behavior::kRemoved;
-  if (name == "Isolated") return Behavior::kIsolated;
-  if (name == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
-  if (name == "MergedWithNext") return Behavior::kMergedWithNext;
-  if (name == "Contiguous") return Behavior::kContiguous;
-  return not_supported(field_path(where, "behavior"), ": unknown split behavior '", name, "'");
-}
-
 Result<PrependScheme> parse_prepend_scheme(const Json& json, const std::string& where) {
   KVRT_ASSIGN_OR_RETURN(std::optional<std::string> name,
                         optional_string_field(json, "prepend_scheme", where));
@@ -248,8 +169,11 @@ Result<std::unique_ptr<PreTokenizer>> parse_pre_tokenizer(const Json& json,
     KVRT_ASSIGN_OR_RETURN(Pattern pattern, Pattern::literal(replacement, where));
     return Ptr(new MetaspacePreTokenizer(replacement, scheme, split, std::move(pattern)));
   }
+  if (auto by_class = parse_char_class_pre_tokenizer(type, json, where))
+    return *std::move(by_class);
   return not_supported(field_path(where, "type"), ": pre-tokenizer '", type,
-                       "' is not supported (supported: Sequence, Split, ByteLevel, Metaspace)");
+                       "' is not supported (supported: Sequence, Split, ByteLevel, Metaspace, "
+                       "Whitespace, WhitespaceSplit, Punctuation, Digits, BertPreTokenizer)");
 }
 
 }  // namespace kvrt::tok

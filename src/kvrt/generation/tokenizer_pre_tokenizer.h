@@ -1,7 +1,9 @@
 // tokenizer.json "pre_tokenizer": cuts normalized text into the words that BPE
 // tokenizes one at a time. Supported: Sequence, Split (string or regex pattern, every
-// delimiter behavior, invert), ByteLevel (with or without the GPT-2 regex) and
-// Metaspace (prepend_scheme always/first/never, split or not).
+// delimiter behavior, invert), ByteLevel (with or without the GPT-2 regex), Metaspace
+// (prepend_scheme always/first/never, split or not), and the character-class splitters
+// Whitespace, WhitespaceSplit, Punctuation, Digits and BertPreTokenizer
+// (tokenizer_pre_tokenizer_chars.cpp).
 #pragma once
 
 #include <memory>

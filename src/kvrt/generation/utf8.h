@@ -1,11 +1,14 @@
 // UTF-8 helpers for the tokenizer and the streaming decoder: strict and lossy
 // decoding (lossy follows Rust's String::from_utf8_lossy, which is what Hugging Face
-// tokenizers uses, so decoded text matches byte for byte), and NFC normalization.
+// tokenizers uses, so decoded text matches byte for byte), and the Unicode data the
+// normalizers and pre-tokenizers need (normal forms, case, categories, graphemes),
+// taken from utf8proc rather than hand-made tables.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvrt::utf8 {
 
@@ -39,8 +42,26 @@ int sequence_length(unsigned char lead);
 // Unicode White_Space, as Rust's char::is_whitespace.
 bool is_whitespace(char32_t code_point);
 
-// Canonical composition (NFC) of well-formed UTF-8 text. Ill-formed input is first
-// made valid with to_valid_lossy.
-std::string nfc(std::string_view text);
+enum class NormalForm { kNfc, kNfd, kNfkc, kNfkd };
+
+// The normal form of text. Ill-formed input is first made valid with to_valid_lossy.
+std::string normalize(std::string_view text, NormalForm form);
+inline std::string nfc(std::string_view text) {
+  return normalize(text, NormalForm::kNfc);
+}
+
+// Each character replaced by its full lowercase mapping, character by character, as
+// Rust's char::to_lowercase (so U+0130 becomes "i\u0307" and a final sigma stays σ).
+std::string lowercase(std::string_view text);
+
+// General categories, as Rust's char methods and the unicode_categories crate use them.
+bool is_mark(char32_t code_point);             // Mn, Mc, Me (is_combining_mark)
+bool is_nonspacing_mark(char32_t code_point);  // Mn
+bool is_punctuation(char32_t code_point);      // Pc Pd Ps Pe Pi Pf Po
+bool is_numeric(char32_t code_point);          // Nd Nl No (char::is_numeric)
+bool is_other(char32_t code_point);            // Cc Cf Cs Co Cn
+
+// The extended grapheme clusters of well-formed text (UAX #29), as byte ranges.
+std::vector<std::string_view> graphemes(std::string_view text);
 
 }  // namespace kvrt::utf8

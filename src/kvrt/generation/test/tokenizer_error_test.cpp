@@ -26,23 +26,74 @@ TEST(TokenizerErrors, WordPieceModelIsNotSupported) {
                  "model.type: model 'WordPiece'");
 }
 
-TEST(TokenizerErrors, UnigramModelIsNotSupported) {
-  expect_refused([](json& j) { j["model"]["type"] = "Unigram"; }, ErrorCode::kNotSupported,
-                 "model.type");
+TEST(TokenizerErrors, WordLevelModelIsNotSupported) {
+  expect_refused([](json& j) { j["model"]["type"] = "WordLevel"; }, ErrorCode::kNotSupported,
+                 "model.type: model 'WordLevel'");
+}
+
+TEST(TokenizerErrors, UnigramVocabularyThatIsNotPairsIsNamedByIndex) {
+  expect_refused(
+      [](json& j) {
+        j["model"] =
+            json::parse(R"({"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a"]]})");
+      },
+      ErrorCode::kInvalidArgument, "model.vocab[1]: expected [piece, score]");
+}
+
+TEST(TokenizerErrors, UnigramUnkIdOutsideTheVocabularyIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["model"] = json::parse(R"({"type": "Unigram", "unk_id": 5, "vocab": [["<unk>", 0.0]]})");
+      },
+      ErrorCode::kInvalidArgument, "model.unk_id");
+}
+
+TEST(TokenizerErrors, PrecompiledCharsmapThatIsNotBase64IsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "not base64!"}};
+      },
+      ErrorCode::kInvalidArgument, "normalizer.precompiled_charsmap");
+}
+
+TEST(TokenizerErrors, PrecompiledCharsmapWithATruncatedTrieIsRefused) {
+  // Header says 64 bytes of trie, 4 follow.
+  expect_refused(
+      [](json& j) {
+        j["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", "QAAAAAAAAAA="}};
+      },
+      ErrorCode::kInvalidArgument, "normalizer.precompiled_charsmap: trie size 64");
+}
+
+TEST(TokenizerErrors, MissingPrecompiledCharsmapIsNamed) {
+  expect_refused(
+      [](json& j) {
+        j["normalizer"] = {{"type", "Precompiled"}};
+      },
+      ErrorCode::kInvalidArgument, "normalizer.precompiled_charsmap: missing");
+}
+
+TEST(TokenizerErrors, UnknownPreTokenizerInsideSequenceIsNamedByIndex) {
+  expect_refused(
+      [](json& j) {
+        j["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers", {{{"type", "Whitespace"}}, {{"type", "Foo"}}}}};
+      },
+      ErrorCode::kNotSupported, "pre_tokenizer.pretokenizers[1].type: pre-tokenizer 'Foo'");
 }
 
 TEST(TokenizerErrors, UnknownNormalizerIsNamed) {
   expect_refused(
       [](json& j) {
-        j["normalizer"] = {{"type", "Lowercase"}};
+        j["normalizer"] = {{"type", "Mystery"}};
       },
-      ErrorCode::kNotSupported, "normalizer.type: normalizer 'Lowercase'");
+      ErrorCode::kNotSupported, "normalizer.type: normalizer 'Mystery'");
 }
 
 TEST(TokenizerErrors, UnknownNormalizerInsideSequenceIsNamedByIndex) {
   expect_refused(
       [](json& j) {
-        j["normalizer"]["normalizers"][1] = {{"type", "NFKD"}};
+        j["normalizer"]["normalizers"][1] = {{"type", "Nmt"}};
       },
       ErrorCode::kNotSupported, "normalizer.normalizers[1].type", "sentencepiece_tiny.json");
 }
@@ -50,17 +101,17 @@ TEST(TokenizerErrors, UnknownNormalizerInsideSequenceIsNamedByIndex) {
 TEST(TokenizerErrors, UnknownPreTokenizerIsNamed) {
   expect_refused(
       [](json& j) {
-        j["pre_tokenizer"] = {{"type", "Whitespace"}};
+        j["pre_tokenizer"] = {{"type", "UnicodeScripts"}};
       },
-      ErrorCode::kNotSupported, "pre_tokenizer.type: pre-tokenizer 'Whitespace'");
+      ErrorCode::kNotSupported, "pre_tokenizer.type: pre-tokenizer 'UnicodeScripts'");
 }
 
 TEST(TokenizerErrors, UnknownDecoderIsNamed) {
   expect_refused(
       [](json& j) {
-        j["decoder"] = {{"type", "WordPiece"}};
+        j["decoder"] = {{"type", "CTC"}};
       },
-      ErrorCode::kNotSupported, "decoder.type: decoder 'WordPiece'");
+      ErrorCode::kNotSupported, "decoder.type: decoder 'CTC'");
 }
 
 TEST(TokenizerErrors, UnknownPostProcessorIsNamed) {
@@ -107,9 +158,9 @@ TEST(TokenizerErrors, DropoutIsNotSupported) {
                  "model.dropout");
 }
 
-TEST(TokenizerErrors, ContinuingSubwordPrefixIsNotSupported) {
-  expect_refused([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
-                 ErrorCode::kNotSupported, "model.continuing_subword_prefix");
+TEST(TokenizerErrors, MergeShorterThanTheSubwordPrefixIsNamed) {
+  expect_refused([](json& j) { j["model"]["continuing_subword_prefix"] = "###"; },
+                 ErrorCode::kInvalidArgument, "model.merges[0]");
 }
 
 TEST(TokenizerErrors, WrongJsonTypeIsInvalidArgumentNotException) {
