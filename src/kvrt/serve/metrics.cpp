@@ -61,7 +61,8 @@ std::string Metrics::render(size_t queue_waiting, bool running, size_t queue_cap
   gauge("kvrt_queue_capacity", "Most requests that may wait.",
         static_cast<int64_t>(queue_capacity));
   gauge("kvrt_requests_running", "Requests the model is generating for (0 or 1).", running ? 1 : 0);
-  out << "# HELP kvrt_time_to_first_token_seconds From a request's arrival to its first token (queue wait included).\n"
+  out << "# HELP kvrt_time_to_first_token_seconds From a request's arrival to its first token "
+         "(queue wait included).\n"
       << "# TYPE kvrt_time_to_first_token_seconds histogram\n";
   int64_t cumulative = 0;
   char bound[32];
