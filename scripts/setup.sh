@@ -10,7 +10,8 @@ shift || true
 
 packages=(build-essential cmake ninja-build pkg-config git
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libpcre2-dev libutf8proc-dev clang libclang-rt-14-dev clang-format)
+          libpcre2-dev libutf8proc-dev clang libclang-rt-14-dev clang-format
+          libcpp-httplib-dev libedit-dev)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -28,7 +29,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The chat-template differential test renders with @huggingface/jinja under node
-# (tests/node); without node and npm it skips, saying so.
+# (tests/node), and kvrt serve's tests use the openai client and autocannon there;
+# without node and npm they skip, saying so.
 if command -v npm >/dev/null 2>&1 &&
    { [ ! -f tests/node/node_modules/.package-lock.json ] ||
      [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; }; then

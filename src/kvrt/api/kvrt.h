@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,12 +67,25 @@ class Llm {
                                         const GenerateOptions& options,
                                         const TokenCallback& on_text = {});
 
+  // Generates after the whole token sequence `sequence` (e.g. a rendered conversation
+  // encoded without BOS added): the longest prefix it shares with tokens() is reused
+  // from the KV cache and only the rest is prefilled (stats.cached_tokens says how many
+  // were reused). A sequence that does not extend the cached one re-prefills from
+  // where they part. InvalidArgument when it is empty or longer than the context.
+  Result<GenerationResult> generate_sequence(std::span<const int32_t> sequence,
+                                             const GenerateOptions& options,
+                                             const TokenCallback& on_text = {});
+  // The sequence the cache holds: every prompt and generated token since reset().
+  std::vector<int32_t> tokens() const;
+
   // Thread-safe: a generate() running elsewhere stops after its current token.
   void request_stop();
   // Clears the KV cache: the next generate() starts a new sequence.
   Status reset();
 
   bool has_tokenizer() const;
+  // The model's tokenizer (nullopt without tokenizer.json).
+  const std::optional<Tokenizer>& tokenizer() const;
   const std::vector<int32_t>& eos_ids() const;
   // The checkpoint's generation_config.json settings with HF's defaults filled in
   // (HF's defaults alone when there is none); resolve_sampling() combines them with

@@ -260,6 +260,23 @@ Result<GenerationResult> generate_locked(Llm::State& state, std::span<const int3
 
 }  // namespace
 
+Result<GenerationResult> Llm::generate_sequence(std::span<const int32_t> sequence,
+                                                const GenerateOptions& options,
+                                                const TokenCallback& on_text) {
+  std::lock_guard lock(state_->mutex);
+  if (options.eos_ids.empty() && !options.ignore_eos) {
+    GenerateOptions with_eos = options;
+    with_eos.eos_ids = state_->eos_ids;
+    return state_->generator->generate_sequence(sequence, with_eos, on_text);
+  }
+  return state_->generator->generate_sequence(sequence, options, on_text);
+}
+
+std::vector<int32_t> Llm::tokens() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->generator->tokens();
+}
+
 void Llm::request_stop() {
   state_->generator->request_stop();
 }
@@ -269,6 +286,9 @@ Status Llm::reset() {
 }
 bool Llm::has_tokenizer() const {
   return state_->tokenizer.has_value();
+}
+const std::optional<Tokenizer>& Llm::tokenizer() const {
+  return state_->tokenizer;
 }
 const std::vector<int32_t>& Llm::eos_ids() const {
   return state_->eos_ids;

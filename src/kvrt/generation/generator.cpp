@@ -76,6 +76,56 @@ Status Generator::generate_queued(std::span<const int32_t> prompt_ids,
 Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids,
                                              const GenerateOptions& options,
                                              const TokenCallback& on_text) {
+  const size_t known = tokens_.size();
+  Result<GenerationResult> result = generate_unchecked(prompt_ids, options, on_text);
+  if (result.ok()) {
+    tokens_.insert(tokens_.end(), prompt_ids.begin(), prompt_ids.end());
+    tokens_.insert(tokens_.end(), result->ids.begin(), result->ids.end());
+  } else if (static_cast<size_t>(position_) + (pending_token_ ? 1 : 0) != known) {
+    // A failure after the model was touched leaves rows nobody can name: start over
+    // rather than continue a sequence that is not what tokens() says.
+    (void)reset();
+  }
+  return result;
+}
+
+Result<GenerationResult> Generator::generate_sequence(std::span<const int32_t> sequence,
+                                                      const GenerateOptions& options,
+                                                      const TokenCallback& on_text) {
+  if (sequence.empty()) return invalid_argument("the prompt has no tokens");
+  if (sequence.size() > static_cast<size_t>(model_.max_context())) {
+    return invalid_argument("prompt of ", sequence.size(),
+                            " tokens does not fit the model's context of ", model_.max_context(),
+                            " tokens");
+  }
+  const auto parted =
+      std::mismatch(tokens_.begin(), tokens_.end(), sequence.begin(), sequence.end());
+  // At least the last token is fed again: its logits are what the next token comes from.
+  const size_t keep =
+      std::min(static_cast<size_t>(parted.first - tokens_.begin()), sequence.size() - 1);
+  KVRT_RETURN_IF_ERROR(rewind(keep));
+  const int32_t cached = position_;  // a pending token is kept but fed again
+  KVRT_ASSIGN_OR_RETURN(GenerationResult result,
+                        generate(sequence.subspan(keep), options, on_text));
+  result.stats.cached_tokens = cached;
+  return result;
+}
+
+Status Generator::rewind(size_t length) {
+  if (length > tokens_.size()) {
+    return invalid_argument("cannot rewind to ", length, " tokens: the sequence has ",
+                            tokens_.size());
+  }
+  if (length == tokens_.size()) return Status();
+  tokens_.resize(length);
+  position_ = static_cast<int32_t>(length);  // length < size: at most position_
+  pending_token_.reset();
+  return Status();
+}
+
+Result<GenerationResult> Generator::generate_unchecked(std::span<const int32_t> prompt_ids,
+                                                       const GenerateOptions& options,
+                                                       const TokenCallback& on_text) {
   stop_requested_.store(false);
   if (prompt_ids.empty()) return invalid_argument("the prompt has no tokens");
   std::vector<int32_t> turn_ids;
@@ -175,9 +225,10 @@ Result<GenerationResult> Generator::generate(std::span<const int32_t> prompt_ids
 }
 
 Status Generator::reset() {
-  KVRT_RETURN_IF_ERROR(model_.reset());
   position_ = 0;
   pending_token_.reset();
+  tokens_.clear();
+  KVRT_RETURN_IF_ERROR(model_.reset());
   return Status();
 }
 

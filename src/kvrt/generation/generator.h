@@ -38,6 +38,9 @@ struct GenerationStats {
   double decode_tokens_per_second = 0;
   // KV-cache bytes the runtime copied per decode step (0: bound in place).
   uint64_t cache_bytes_copied_per_step = 0;
+  // generate_sequence(): leading tokens of the sequence already in the cache, not
+  // prefilled again (prompt_tokens counts only the tokens that were).
+  int32_t cached_tokens = 0;
   StopReason stop_reason = StopReason::kNone;
 };
 
@@ -63,6 +66,23 @@ class Generator {
                                     const GenerateOptions& options,
                                     const TokenCallback& on_text = {});
 
+  // Generates after the whole token sequence `sequence` (a full conversation, not a
+  // continuation): the longest prefix it shares with tokens() stays in the cache and
+  // only the rest is prefilled (at least one token, for the logits). A sequence that
+  // does not extend the cached one rewinds to where they part. InvalidArgument when it
+  // is empty or longer than the context. stats.cached_tokens says how many were reused.
+  Result<GenerationResult> generate_sequence(std::span<const int32_t> sequence,
+                                             const GenerateOptions& options,
+                                             const TokenCallback& on_text = {});
+
+  // The sequence so far: prompts and generated tokens, in order. All but possibly the
+  // last (the pending token) are in the cache.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  // Keeps the first `length` tokens of tokens() and forgets the rest; the cache rows
+  // past them are overwritten by what comes next (attention reads only positions below
+  // the current one). InvalidArgument when length > tokens().size().
+  Status rewind(size_t length);
+
   // Stops a generate() running on another thread after its current token.
   void request_stop() { stop_requested_.store(true); }
   // Clears the cache and the position.
@@ -77,9 +97,15 @@ class Generator {
   Status generate_queued(std::span<const int32_t> prompt_ids, const GenerateOptions& options,
                          const TakeToken& take, GenerationStats& stats, uint64_t& cache_bytes);
 
+  Result<GenerationResult> generate_unchecked(std::span<const int32_t> prompt_ids,
+                                              const GenerateOptions& options,
+                                              const TokenCallback& on_text);
+
   LanguageModel& model_;
   std::optional<Tokenizer> tokenizer_;
   int32_t position_ = 0;
+  // Invariant: tokens_.size() == position_ + (pending_token_ ? 1 : 0).
+  std::vector<int32_t> tokens_;
   // The last sampled token has not been run through the model yet; the next turn
   // feeds it first so the cache holds the whole conversation.
   std::optional<int32_t> pending_token_;

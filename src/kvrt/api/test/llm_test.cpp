@@ -116,6 +116,37 @@ TEST_F(LlmTest, ResetStartsANewSequence) {
   EXPECT_EQ(first->ids, again->ids);
 }
 
+// Prefix reuse on the real engine: after conversation A, a sequence that parts from it
+// midway rewinds the cache, and must continue exactly as a fresh model would; rows of A
+// past the common prefix are overwritten, never read.
+TEST_F(LlmTest, ReusedPrefixContinuesAsAFreshModelWould) {
+  const fs::path dir = fs::path(source_dir()) / "models/fortune-llama";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no bundled model";
+  auto llm = Llm::load(dir.string(), cpu_options());
+  ASSERT_TRUE(llm.ok()) << llm.status().to_string();
+  auto a = (*llm)->encode("A computer is a machine that");
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE((*llm)->generate_sequence(*a, greedy(12)).ok());
+  std::vector<int32_t> b(a->begin(), a->begin() + 4);
+  for (int32_t id : {17, 42, 99}) b.push_back(id);
+  auto reused = (*llm)->generate_sequence(b, greedy(8));
+  ASSERT_TRUE(reused.ok()) << reused.status().to_string();
+  EXPECT_EQ(reused->stats.cached_tokens, 4);
+  EXPECT_EQ(reused->stats.prompt_tokens, 3);
+  ASSERT_TRUE((*llm)->reset().ok());
+  auto fresh = (*llm)->generate_ids(b, greedy(8));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(reused->ids, fresh->ids);
+  // Extending the sequence by the reply and one token prefills only that token plus
+  // the pending last reply token.
+  std::vector<int32_t> c = (*llm)->tokens();
+  c.push_back(5);
+  auto extended = (*llm)->generate_sequence(c, greedy(2));
+  ASSERT_TRUE(extended.ok());
+  EXPECT_EQ(extended->stats.cached_tokens, static_cast<int32_t>(c.size()) - 2);
+  EXPECT_EQ(extended->stats.prompt_tokens, 2);
+}
+
 // Two threads on one Llm: the calls are serialized, so the outcome is one of the two
 // sequential orders, never an interleaving.
 TEST_F(LlmTest, ConcurrentCallsOnOneLlmAreSerialized) {

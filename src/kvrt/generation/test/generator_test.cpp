@@ -329,5 +329,86 @@ TEST(Generator, SamplingOrPenaltiesUseTheHostLoop) {
   EXPECT_TRUE(model.depth_at_wait.empty());
 }
 
+// generate_sequence: the whole conversation each time, only its new part prefilled.
+TEST(Generator, SequenceExtendingTheCachePrefillsOnlyTheNewTokens) {
+  CountingModel model(1000, 64, 16);
+  Generator generator(model, fixture_tokenizer());
+  auto first = generator.generate_sequence(std::vector<int32_t>{10, 11}, greedy(3));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->stats.cached_tokens, 0);
+  EXPECT_EQ(generator.tokens(), (std::vector<int32_t>{10, 11, 12, 13, 14}));
+  model.calls.clear();
+  auto second =
+      generator.generate_sequence(std::vector<int32_t>{10, 11, 12, 13, 14, 20, 21}, greedy(1));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->stats.cached_tokens, 4);  // 14 was pending: fed with the new turn
+  ASSERT_EQ(model.calls.size(), 1u);
+  EXPECT_EQ(model.calls[0].position, 4);
+  EXPECT_EQ(model.calls[0].count, 3);
+  EXPECT_EQ(second->ids, (std::vector<int32_t>{22}));
+}
+
+TEST(Generator, SequenceThatPartsFromTheCacheRewindsToTheCommonPrefix) {
+  CountingModel model(1000, 64, 16);
+  Generator generator(model, fixture_tokenizer());
+  ASSERT_TRUE(generator.generate_sequence(std::vector<int32_t>{10, 11}, greedy(3)).ok());
+  model.calls.clear();
+  auto other = generator.generate_sequence(std::vector<int32_t>{10, 11, 12, 99, 98}, greedy(2));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->stats.cached_tokens, 3);
+  ASSERT_FALSE(model.calls.empty());
+  EXPECT_EQ(model.calls[0].position, 3);
+  EXPECT_EQ(model.calls[0].count, 2);
+  EXPECT_EQ(generator.tokens(), (std::vector<int32_t>{10, 11, 12, 99, 98, 99, 100}));
+}
+
+TEST(Generator, RepeatedSequenceFeedsItsLastTokenAgain) {
+  CountingModel model(1000, 64, 16);
+  Generator generator(model, fixture_tokenizer());
+  ASSERT_TRUE(generator.generate_sequence(std::vector<int32_t>{10, 11, 12}, greedy(1)).ok());
+  model.calls.clear();
+  auto again = generator.generate_sequence(std::vector<int32_t>{10, 11, 12}, greedy(1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->stats.cached_tokens, 2);
+  ASSERT_EQ(model.calls.size(), 1u);
+  EXPECT_EQ(model.calls[0].position, 2);
+  EXPECT_EQ(again->ids, (std::vector<int32_t>{13}));
+}
+
+TEST(Generator, SequenceLongerThanTheContextIsRefused) {
+  CountingModel model(1000, 4, 16);
+  Generator generator(model, fixture_tokenizer());
+  auto result = generator.generate_sequence(std::vector<int32_t>{1, 2, 3, 4, 5}, greedy(1));
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(model.calls.empty());
+  EXPECT_FALSE(generator.rewind(1).ok());  // nothing to keep
+}
+
+// Whatever path generation takes (queued or host loop, stopped by EOS or by length),
+// the cache rows below the position are the first tokens() of the sequence.
+TEST(Generator, CacheRowsMatchTheRecordedSequenceAfterReuse) {
+  for (bool queueing : {true, false}) {
+    QueuingModel model(1000, 64, 16);
+    model.queueing = queueing;
+    Generator generator(model, fixture_tokenizer());
+    GenerateOptions stop_at_eos = greedy(50);
+    stop_at_eos.eos_ids = {303};
+    ASSERT_TRUE(generator.generate_sequence(std::vector<int32_t>{300, 301}, stop_at_eos).ok());
+    std::vector<int32_t> next = generator.tokens();
+    next.push_back(7);
+    ASSERT_TRUE(generator.generate_sequence(next, greedy(2)).ok());
+    next = {300, 301, 302, 5};
+    auto parted = generator.generate_sequence(next, greedy(3));
+    ASSERT_TRUE(parted.ok());
+    EXPECT_EQ(parted->stats.cached_tokens, 3) << "queueing " << queueing;
+    for (int32_t p = 0; p < generator.position(); ++p) {
+      EXPECT_EQ(model.cache.at(p), generator.tokens()[static_cast<size_t>(p)])
+          << "position " << p << ", queueing " << queueing;
+    }
+    EXPECT_LE(generator.tokens().size(), static_cast<size_t>(generator.position()) + 1);
+  }
+}
+
 }  // namespace
 }  // namespace kvrt
