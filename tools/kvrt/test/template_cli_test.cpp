@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +28,9 @@ struct Output {
 };
 
 Output run_template(const std::string& args) {
-  const fs::path err_file = fs::temp_directory_path() / "kvrt_template_cli_test.err";
+  // One file per process: ctest runs the cases of this binary side by side.
+  const fs::path err_file =
+      fs::temp_directory_path() / ("kvrt_template_cli_test." + std::to_string(getpid()) + ".err");
   const std::string command =
       "'" KVRT_CLI_PATH "' template " + args + " 2>'" + err_file.string() + "'";
   Output output;
@@ -40,10 +43,14 @@ Output run_template(const std::string& args) {
   }
   const int status = pclose(pipe);
   output.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  std::ostringstream err;
-  err << in.rdbuf();
-  output.err = err.str();
+  {
+    std::ifstream in(err_file);
+    std::ostringstream err;
+    err << in.rdbuf();
+    output.err = err.str();
+  }
+  std::error_code ignored;
+  fs::remove(err_file, ignored);
   return output;
 }
 
