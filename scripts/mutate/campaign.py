@@ -181,6 +181,7 @@ def program_kinds(seed_program):
         width = 2 if at in (8, 10) else 4 if at == 12 else 8
         value = rng.choice([0, 1, 63, 64, 4096, len(data), 2**(8 * width) - 1,
                             2**(8 * width - 1), rng.randrange(2**(8 * width))])
+        value %= 2**(8 * width)  # len(data) does not fit a u16 field
         out[at:at + width] = value.to_bytes(width, "little")
         return write(dir_, bytes(out)), f"header field at {at} = {value}"
 
