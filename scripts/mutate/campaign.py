@@ -314,7 +314,9 @@ def classify(kvrt, commands, path, timeout):
         if proc.returncode < 0 or proc.returncode > 128 or SANITIZER.search(err):
             return "crash", (f"{args[0]}: rc {proc.returncode}: " + err[-800:]).strip()
         if proc.returncode != 0:
-            lines = [line for line in err.strip().splitlines() if line]
+            # Progress and the device choice are information, not the refusal.
+            lines = [line for line in err.strip().splitlines()
+                     if line and not line.startswith(("device: ", "exporting weights"))]
             message = lines[-1] if lines else ""
             if len(lines) != 1 or not named(message, path):
                 return "unnamed", f"{args[0]}: {err.strip()[:300]}"
