@@ -148,9 +148,7 @@ constexpr FileKind kFileKinds[] = {
      describe_engine_file},
 };
 
-Status inspect(const InspectOptions& options) {
-  KVRT_ASSIGN_OR_RETURN(kvrt::MappedFile file, kvrt::MappedFile::open(options.path));
-  const std::span<const std::byte> bytes = file.bytes();
+Status describe(std::span<const std::byte> bytes, const InspectOptions& options) {
   if (bytes.empty()) return kvrt::invalid_argument("empty file");
   const std::string_view head(reinterpret_cast<const char*>(bytes.data()),
                               std::min<size_t>(bytes.size(), 8));
@@ -178,6 +176,12 @@ Status inspect(const InspectOptions& options) {
   return kvrt::invalid_argument("unknown file type: magic '", seen, "', expected one of ", known);
 }
 
+// Every error names the file once: an open error already does.
+Status inspect(const InspectOptions& options) {
+  KVRT_ASSIGN_OR_RETURN(kvrt::MappedFile file, kvrt::MappedFile::open(options.path));
+  return describe(file.bytes(), options).with_context("'" + options.path + "'");
+}
+
 const bool registered = kvrt::cli::register_command(
     {"inspect", "Describe a kvrt file (program, engine file, delegate blob)", [](CLI::App& sub) {
        auto options = std::make_shared<InspectOptions>();
@@ -186,8 +190,7 @@ const bool registered = kvrt::cli::register_command(
        sub.callback([options] {
          const Status status = inspect(*options);
          if (!status.ok()) {
-           std::fprintf(stderr, "kvrt inspect: %s: %s\n", options->path.c_str(),
-                        status.to_string().c_str());
+           std::fprintf(stderr, "kvrt inspect: %s\n", status.to_string().c_str());
            kvrt::cli::set_exit_code(1);
          }
        });

@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "command.h"
 #include "kvrt/engine/builtin_targets.h"
@@ -21,10 +23,19 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(command.name, command.description);
     command.setup(*sub);
   }
+  // Commands run inside parse(). Whatever a library below throws (std::filesystem,
+  // an allocation, a thread the system refuses) ends in one line and exit code 1,
+  // never in std::terminate.
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kvrt: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "kvrt: error: %s\n", error.what());
+    return 1;
   }
   return kvrt::cli::exit_code();
 }

@@ -1,5 +1,6 @@
 // kvrt's embedding API: load a model, generate text with a token callback, stop,
-// reset, read stats. Everything returns Status/Result; nothing throws.
+// reset, read stats. Everything returns Status/Result; nothing throws: a failure below
+// (the file system, an allocation) comes back as a Status too.
 //
 //   auto llm = kvrt::Llm::load("models/fortune-llama");   // checkpoint dir or .kvrt
 //   kvrt::GenerateOptions options;
@@ -29,7 +30,7 @@ struct LoadOptions {
   // "auto" (CUDA when a device and the CUDA engine are present, else CPU), "cpu",
   // "cuda" or "cuda:N".
   std::string device = "auto";
-  int num_threads = 0;  // CPU engine threads; 0 = one per core
+  int num_threads = 0;  // CPU engine threads; 0 = one per core; at most Llm::kMaxThreads
   // tokenizer.json or a directory holding one. Empty: the checkpoint directory, or
   // for a program file the directory beside it, else the checkpoint it was exported
   // from (recorded in the file).
@@ -46,13 +47,17 @@ struct LoadOptions {
 // several threads are serialized (each call runs whole, in turn, continuing the same
 // sequence); request_stop() may be called from any thread at any time. A token callback
 // must not call back into its Llm other than request_stop() (it would wait on itself).
-// For independent sequences use one Llm per thread.
+// For independent sequences use one Llm per thread. The CI runs these guarantees under
+// ThreadSanitizer (.ci/run).
 class Llm {
  public:
   // path: a Hugging Face checkpoint directory (exported on first use, then cached) or
-  // a program file from `kvrt export`. Errors name the file and what is wrong.
+  // a program file from `kvrt export`. Errors name the file and what is wrong;
+  // InvalidArgument for num_threads outside [0, kMaxThreads], InvalidProgram for a
+  // program whose recorded EOS ids are not token ids of the model.
   static Result<std::unique_ptr<Llm>> load(const std::string& path,
                                            const LoadOptions& options = {});
+  static constexpr int kMaxThreads = 1024;
 
   // Encodes with the model's tokenizer (BOS added when add_special_tokens).
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special_tokens = true) const;
@@ -105,6 +110,8 @@ class Llm {
 
  private:
   explicit Llm(std::unique_ptr<State> state);
+  static Result<std::unique_ptr<Llm>> load_unguarded(const std::string& path,
+                                                     const LoadOptions& options);
   std::unique_ptr<State> state_;
 };
 

@@ -1,8 +1,10 @@
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <system_error>
@@ -159,15 +161,40 @@ std::optional<std::string> checkpoint_dir_of(const std::string& path,
   return std::nullopt;
 }
 
-std::vector<int32_t> eos_ids_of(const runtime::Module& module, const Tokenizer* tokenizer) {
+// Runs `body`, turning an exception from below (std::filesystem, the standard library,
+// an allocation) into a Status: no exception crosses the kvrt API (kvrt.h).
+template <typename Body>
+auto without_exceptions(std::string_view what, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return allocation_failed(what, ": out of memory");
+  } catch (const std::exception& error) {
+    return internal_error(what, ": ", error.what());
+  }
+}
+
+// The EOS ids the exporter recorded (producer.generation.eos_token_ids), each inside
+// the model's vocabulary: an id beyond it would never stop generation. Without them,
+// the tokenizer's EOS.
+Result<std::vector<int32_t>> eos_ids_of(const runtime::Module& module, const Tokenizer* tokenizer,
+                                        const std::string& program_path) {
   std::vector<int32_t> ids;
   const nlohmann::json& producer = module.program().spec().producer;
   auto generation = producer.find("generation");
   if (generation != producer.end() && generation->is_object()) {
     auto eos = generation->find("eos_token_ids");
     if (eos != generation->end() && eos->is_array()) {
-      for (const auto& id : *eos) {
-        if (id.is_number_integer()) ids.push_back(id.get<int32_t>());
+      for (size_t i = 0; i < eos->size(); ++i) {
+        const nlohmann::json& id = (*eos)[i];
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() >= module.vocab_size() ||
+            (id.is_number_unsigned() && id.get<uint64_t>() > INT32_MAX)) {
+          return invalid_program("'", program_path, "': producer.generation.eos_token_ids[", i,
+                                 "]: ", id.dump(), " is not a token id of the model's ",
+                                 module.vocab_size(), "-token vocabulary");
+        }
+        ids.push_back(id.get<int32_t>());
       }
     }
   }
@@ -182,6 +209,18 @@ Llm::Llm(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Llm::~Llm() = default;
 
 Result<std::unique_ptr<Llm>> Llm::load(const std::string& path, const LoadOptions& options) {
+  return without_exceptions("loading '" + path + "'",
+                            [&] { return load_unguarded(path, options); });
+}
+
+Result<std::unique_ptr<Llm>> Llm::load_unguarded(const std::string& path,
+                                                 const LoadOptions& options) {
+  // Each CPU thread is an OS thread: a count beyond any core count is a mistake, and
+  // asking the system for 100000 threads would only fail slowly.
+  if (options.num_threads < 0 || options.num_threads > kMaxThreads) {
+    return invalid_argument("num_threads must be in [0, ", kMaxThreads, "], got ",
+                            options.num_threads);
+  }
   auto state = std::make_unique<State>();
   KVRT_RETURN_IF_ERROR(engine::register_builtin_targets());
   KVRT_ASSIGN_OR_RETURN(Device device,
@@ -201,7 +240,9 @@ Result<std::unique_ptr<Llm>> Llm::load(const std::string& path, const LoadOption
     KVRT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(*tokenizer_path));
     state->tokenizer = std::move(tokenizer);
   }
-  state->eos_ids = eos_ids_of(*module, state->tokenizer ? &*state->tokenizer : nullptr);
+  KVRT_ASSIGN_OR_RETURN(
+      state->eos_ids,
+      eos_ids_of(*module, state->tokenizer ? &*state->tokenizer : nullptr, state->program_path));
   if (auto dir = checkpoint_dir_of(path, *module)) {
     KVRT_ASSIGN_OR_RETURN(state->generation_defaults, read_generation_defaults(*dir));
   }
@@ -233,16 +274,25 @@ Result<GenerationResult> generate_locked(Llm::State& state, std::span<const int3
 Result<GenerationResult> Llm::generate(std::string_view prompt, const GenerateOptions& options,
                                        const TokenCallback& on_text) {
   std::lock_guard lock(state_->mutex);  // one sequence: calls are serialized
-  // BOS only at the start of a sequence; later chat turns continue it.
-  KVRT_ASSIGN_OR_RETURN(auto ids, encode(prompt, state_->generator->position() == 0));
-  return generate_locked(*state_, ids, options, on_text);
+  return without_exceptions("generate", [&]() -> Result<GenerationResult> {
+    // BOS only at the start of a sequence; later chat turns continue it.
+    KVRT_ASSIGN_OR_RETURN(auto ids, encode(prompt, state_->generator->position() == 0));
+    // An empty prompt starts from BOS; a model whose tokenizer adds none has nothing to
+    // condition the first token on.
+    if (ids.empty() && state_->generator->position() == 0) {
+      return invalid_argument(
+          "empty prompt: this model's tokenizer adds no BOS token to start from; give some text");
+    }
+    return generate_locked(*state_, ids, options, on_text);
+  });
 }
 
 Result<GenerationResult> Llm::generate_ids(std::span<const int32_t> prompt_ids,
                                            const GenerateOptions& options,
                                            const TokenCallback& on_text) {
   std::lock_guard lock(state_->mutex);
-  return generate_locked(*state_, prompt_ids, options, on_text);
+  return without_exceptions("generate",
+                            [&] { return generate_locked(*state_, prompt_ids, options, on_text); });
 }
 
 namespace {

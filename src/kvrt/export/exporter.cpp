@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "kvrt/core/temp_file.h"
 #include "kvrt/export/weight_convert.h"
 #include "kvrt/format/program.h"
 #include "kvrt/format/program_engine.h"
@@ -78,30 +79,15 @@ Status check_engine_expressible(const lowering::LoweredProgram& lowered) {
 
 // Text written like the binary formats: temporary file in the same directory, renamed.
 Status write_text_atomically(const std::string& path, const std::string& text) {
-  std::string temp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0) return invalid_argument("cannot write '", path, "': ", std::strerror(errno));
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  (void)::fchmod(fd, 0666 & ~mask);
+  KVRT_ASSIGN_OR_RETURN(TempFile file, TempFile::create(path));
   size_t done = 0;
   while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    const ssize_t n = ::write(file.fd(), text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(temp.c_str());
-      return invalid_argument("cannot write '", path, "': ", reason);
-    }
+    if (n <= 0) return invalid_argument("cannot write '", path, "': ", std::strerror(errno));
     done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(temp.c_str());
-    return invalid_argument("cannot write '", path, "': ", reason);
-  }
-  return Status();
+  return file.commit();
 }
 
 nlohmann::json producer_json(const frontend::Checkpoint& checkpoint, const ExportOptions& options) {
@@ -177,15 +163,26 @@ nlohmann::json graphs_json(const MethodGraphs& graphs) {
        {{"prefill", graph::to_json(graphs.prefill)}, {"decode", graph::to_json(graphs.decode)}}}};
 }
 
-// Export never writes into its own input: an output path that is one of the
-// checkpoint's files (weights, configs, tokenizer) would replace the source.
+// Export never writes into its own input: an output path that is the checkpoint
+// directory or one of its files (weights, configs, tokenizer), under any name (a
+// relative path, a symbolic or a hard link), would replace the source. Compared by
+// device and inode, which every spelling of one file shares.
 static Status check_output_is_not_an_input(const ExportOptions& options) {
   namespace fs = std::filesystem;
+  struct stat output {};
+  if (::stat(options.output_path.c_str(), &output) != 0) return Status();  // a new file
+  auto same = [&output](const fs::path& path) {
+    struct stat input {};
+    return ::stat(path.c_str(), &input) == 0 && input.st_dev == output.st_dev &&
+           input.st_ino == output.st_ino;
+  };
+  if (same(options.checkpoint_dir)) {
+    return invalid_argument("output '", options.output_path,
+                            "' is the checkpoint directory: export never writes into its input");
+  }
   std::error_code error;
-  const fs::path output = fs::weakly_canonical(options.output_path, error);
-  if (error) return Status();  // the writer reports an unusable path itself
   for (const auto& entry : fs::directory_iterator(options.checkpoint_dir, error)) {
-    if (fs::weakly_canonical(entry.path(), error) == output && !error) {
+    if (same(entry.path())) {
       return invalid_argument("output '", options.output_path, "' is the checkpoint's own file '",
                               entry.path().filename().string(),
                               "': export never writes into its input");
@@ -197,6 +194,9 @@ static Status check_output_is_not_an_input(const ExportOptions& options) {
 Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
   if (options.output_path.empty()) return invalid_argument("no output path (-o)");
   KVRT_RETURN_IF_ERROR(check_output_is_not_an_input(options));
+  // Temporaries of this destination that a killed export left behind (one stopped by
+  // a catchable signal removes its own).
+  remove_stale_temporaries(options.output_path);
   KVRT_ASSIGN_OR_RETURN(frontend::Checkpoint checkpoint,
                         frontend::Checkpoint::open(options.checkpoint_dir));
   KVRT_ASSIGN_OR_RETURN(MethodGraphs graphs, build_method_graphs(checkpoint, options));

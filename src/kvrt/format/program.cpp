@@ -123,7 +123,9 @@ Result<ProgramView> read_program(std::span<const std::byte> bytes) {
   ProgramView view;
   view.version_major = container.version_major;
   view.version_minor = container.version_minor;
-  KVRT_ASSIGN_OR_RETURN(view.spec, detail::program_spec_from_json(container.metadata));
+  // A newer minor version may add optional keys; this reader skips what it does not know.
+  const bool strict = container.version_minor <= kProgramVersionMinor;
+  KVRT_ASSIGN_OR_RETURN(view.spec, detail::program_spec_from_json(container.metadata, strict));
   for (size_t i = 0; i < view.spec.delegates.size(); ++i) {
     const DelegateSpec& delegate = view.spec.delegates[i];
     if (delegate.size > container.blobs.size() ||

@@ -12,8 +12,10 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <vector>
 
+#include "kvrt/core/temp_file.h"
 #include "kvrt/format/program_json.h"
 
 namespace kvrt::format::detail {
@@ -44,30 +46,17 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-// Owns the temporary file until commit(): closes and unlinks it on every other path.
-class TempFile {
+// The temporary file (kvrt/core/temp_file.h: removed on every path but commit, on
+// SIGINT/SIGTERM/SIGHUP too), sized up front and filled with pwrite.
+class OutputFile {
  public:
-  explicit TempFile(std::string target) : target_(std::move(target)) {}
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
+  explicit OutputFile(std::string target) : target_(std::move(target)) {}
 
   Status create(uint64_t size) {
-    temp_ = target_ + ".tmp.XXXXXX";
-    fd_ = ::mkstemp(temp_.data());
-    if (fd_ < 0) {
-      const std::string reason = errno_text();
-      temp_.clear();
-      return invalid_argument("cannot write '", target_, "': ", reason);
-    }
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    (void)::fchmod(fd_, 0666 & ~mask);
+    KVRT_ASSIGN_OR_RETURN(TempFile file, TempFile::create(target_));
+    file_.emplace(std::move(file));
     // Padding between segments stays a hole (reads as zero).
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    if (::ftruncate(file_->fd(), static_cast<off_t>(size)) != 0) {
       return invalid_argument("cannot write '", target_, "' (", size, " bytes): ", errno_text());
     }
     return Status();
@@ -81,7 +70,7 @@ class TempFile {
     while (done < bytes.size()) {
       const size_t chunk = std::min<size_t>(bytes.size() - done, size_t{1} << 30);
       const ssize_t n =
-          ::pwrite(fd_, bytes.data() + done, chunk, static_cast<off_t>(offset + done));
+          ::pwrite(file_->fd(), bytes.data() + done, chunk, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return invalid_argument("cannot write '", target_, "': ", errno_text());
       done += static_cast<size_t>(n);
@@ -90,22 +79,13 @@ class TempFile {
   }
 
   Status commit(bool sync) {
-    if (sync && ::fsync(fd_) != 0) return internal_error("fsync '", temp_, "': ", errno_text());
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return internal_error("cannot close '", temp_, "': ", errno_text());
-    if (::rename(temp_.c_str(), target_.c_str()) != 0) {
-      return invalid_argument("cannot rename '", temp_, "' to '", target_, "': ", errno_text());
-    }
-    committed_ = true;
-    return Status();
+    KVRT_RETURN_IF_ERROR(file_->close(sync));
+    return file_->commit();
   }
 
  private:
   std::string target_;
-  std::string temp_;
-  int fd_ = -1;
-  bool committed_ = false;
+  std::optional<TempFile> file_;
 };
 
 Status check_features(const nlohmann::json& metadata, std::string_view what) {
@@ -153,7 +133,7 @@ Status write_container(const std::string& path, const char (&magic)[8],
       align_up(blobs_offset + layout.blobs_size, kWeightSegmentAlignment);
   const uint64_t total = weights_offset + layout.weights_size;
 
-  TempFile file(path);
+  OutputFile file(path);
   KVRT_RETURN_IF_ERROR(file.create(total));
   std::vector<std::byte> head(blobs_offset + layout.blobs_size, std::byte{0});
   std::byte* base = head.data();

@@ -99,8 +99,17 @@ Result<EngineFileView> read_engine_file(std::span<const std::byte> bytes) {
     view.spec.required_features.push_back(feature.get<std::string>());
   }
   if (auto producer = root.find("producer"); producer != root.end()) view.spec.producer = *producer;
-  KVRT_ASSIGN_OR_RETURN(view.spec.weights, detail::weights_from_json(root));
-  KVRT_ASSIGN_OR_RETURN(view.spec.delegates, detail::delegates_from_json(root));
+  const bool strict = container.version_minor <= kProgramVersionMinor;
+  for (const auto& [key, unused] : root.items()) {
+    if (strict && key != "format" && key != "required_features" && key != "producer" &&
+        key != "weights" && key != "delegates") {
+      return invalid_program("engine metadata: ", key,
+                             ": unknown key (this reader would not "
+                             "honour it)");
+    }
+  }
+  KVRT_ASSIGN_OR_RETURN(view.spec.weights, detail::weights_from_json(root, strict));
+  KVRT_ASSIGN_OR_RETURN(view.spec.delegates, detail::delegates_from_json(root, strict));
   for (size_t i = 0; i < view.spec.delegates.size(); ++i) {
     const DelegateSpec& delegate = view.spec.delegates[i];
     if (delegate.size > container.blobs.size() ||

@@ -1,8 +1,12 @@
 // The program metadata JSON (schema in docs/program-format.md). The reader checks the
-// type and range of every field and names the field in each error; unknown fields are
-// ignored (minor versions add optional fields), missing required ones are errors.
+// type and range of every field and names the field in each error. An unknown key is
+// refused in a file of this reader's minor version or older (it would be a field this
+// reader silently does not honour) and ignored in a newer minor version, whose optional
+// fields it may skip; missing required fields are errors.
 #include "kvrt/format/program_json.h"
 
+#include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <string>
 
@@ -27,6 +31,22 @@ Result<const json*> member(const json& object, const std::string& path, std::str
   auto it = object.find(key);
   if (it == object.end()) return field_error(at(path, key), "missing");
   return &*it;
+}
+
+// The largest dim (static, or a dynamic dim's bound) the reader accepts: beyond it a
+// size is implausible, and products like (max + 1) * sizeof(int32) could wrap.
+constexpr int64_t kMaxDim = int64_t{1} << 48;
+
+// Refuses keys outside `known` when the reader is strict (see the file comment).
+Status known_keys(const json& object, const std::string& path, bool strict,
+                  std::initializer_list<std::string_view> known) {
+  if (!strict || !object.is_object()) return Status();
+  for (const auto& [key, unused] : object.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      return field_error(at(path, key), "unknown key (this reader would not honour it)");
+    }
+  }
+  return Status();
 }
 
 Result<uint64_t> read_u64(const json& value, const std::string& path) {
@@ -78,15 +98,15 @@ Result<std::vector<int64_t>> static_shape_field(const json& object, const std::s
   KVRT_ASSIGN_OR_RETURN(const json* array, array_field(object, path, "shape"));
   std::vector<int64_t> shape;
   for (size_t i = 0; i < array->size(); ++i) {
-    KVRT_ASSIGN_OR_RETURN(int64_t dim, read_i64((*array)[i], at(at(path, "shape"), i), 0,
-                                                std::numeric_limits<int64_t>::max()));
+    KVRT_ASSIGN_OR_RETURN(int64_t dim, read_i64((*array)[i], at(at(path, "shape"), i), 0, kMaxDim));
     shape.push_back(dim);
   }
   return shape;
 }
 
-Result<std::vector<graph::Dim>> dims_field(const json& object, const std::string& path) {
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+Result<std::vector<graph::Dim>> dims_field(const json& object, const std::string& path,
+                                           bool strict) {
+  constexpr int64_t kMax = kMaxDim;
   KVRT_ASSIGN_OR_RETURN(const json* array, array_field(object, path, "shape"));
   std::vector<graph::Dim> shape;
   for (size_t i = 0; i < array->size(); ++i) {
@@ -97,6 +117,7 @@ Result<std::vector<graph::Dim>> dims_field(const json& object, const std::string
       shape.push_back(graph::Dim::fixed(size));
       continue;
     }
+    KVRT_RETURN_IF_ERROR(known_keys(dim, dim_path, strict, {"symbol", "min", "max"}));
     KVRT_ASSIGN_OR_RETURN(std::string symbol, string_field(dim, dim_path, "symbol"));
     if (symbol.empty()) return field_error(at(dim_path, "symbol"), "empty symbol");
     KVRT_ASSIGN_OR_RETURN(const json* min, member(dim, dim_path, "min"));
@@ -159,15 +180,20 @@ void storage_to_json(const Storage& storage, json& value) {
   }
 }
 
-Result<Storage> storage_from_json(const json& value, const std::string& path) {
+Result<Storage> storage_from_json(const json& value, const std::string& path, bool strict) {
   KVRT_ASSIGN_OR_RETURN(std::string text, string_field(value, path, "storage"));
   Storage storage;
   auto prefixed = [&](std::string_view prefix) {
     return text.size() > prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
   };
+  if (text != "planned") {
+    KVRT_RETURN_IF_ERROR(known_keys(value, path, strict, {"name", "dtype", "shape", "storage"}));
+  }
   if (text == "input") {
     storage.kind = StorageKind::kInput;
   } else if (text == "planned") {
+    KVRT_RETURN_IF_ERROR(known_keys(
+        value, path, strict, {"name", "dtype", "shape", "storage", "arena", "offset", "nbytes"}));
     storage.kind = StorageKind::kPlanned;
     KVRT_ASSIGN_OR_RETURN(std::string arena, string_field(value, path, "arena"));
     auto parsed = parse_arena(arena);
@@ -203,9 +229,11 @@ json instruction_to_json(const Instruction& instruction) {
   return {{"kind", "copy"}, {"src", copy.src}, {"dst", copy.dst}, {"nbytes", copy.nbytes}};
 }
 
-Result<Instruction> instruction_from_json(const json& value, const std::string& path) {
+Result<Instruction> instruction_from_json(const json& value, const std::string& path, bool strict) {
   KVRT_ASSIGN_OR_RETURN(std::string kind, string_field(value, path, "kind"));
   if (kind == "delegate_call") {
+    KVRT_RETURN_IF_ERROR(
+        known_keys(value, path, strict, {"kind", "delegate", "num_inputs", "args"}));
     DelegateCall call;
     KVRT_ASSIGN_OR_RETURN(call.delegate, index_field(value, path, "delegate"));
     KVRT_ASSIGN_OR_RETURN(uint64_t num_inputs, u64_field(value, path, "num_inputs"));
@@ -217,6 +245,8 @@ Result<Instruction> instruction_from_json(const json& value, const std::string& 
     return Instruction(std::move(call));
   }
   if (kind == "host_kernel") {
+    KVRT_RETURN_IF_ERROR(
+        known_keys(value, path, strict, {"kind", "op", "node", "inputs", "outputs", "attributes"}));
     HostKernel kernel;
     KVRT_ASSIGN_OR_RETURN(kernel.op, string_field(value, path, "op"));
     KVRT_ASSIGN_OR_RETURN(kernel.node, string_field(value, path, "node"));
@@ -228,6 +258,7 @@ Result<Instruction> instruction_from_json(const json& value, const std::string& 
     return Instruction(std::move(kernel));
   }
   if (kind == "copy") {
+    KVRT_RETURN_IF_ERROR(known_keys(value, path, strict, {"kind", "src", "dst", "nbytes"}));
     CopyInstruction copy;
     KVRT_ASSIGN_OR_RETURN(copy.src, index_field(value, path, "src"));
     KVRT_ASSIGN_OR_RETURN(copy.dst, index_field(value, path, "dst"));
@@ -237,8 +268,11 @@ Result<Instruction> instruction_from_json(const json& value, const std::string& 
   return field_error(at(path, "kind"), "unknown instruction kind '" + kind + "'");
 }
 
-Result<MethodSpec> method_from_json(const json& value, const std::string& path) {
+Result<MethodSpec> method_from_json(const json& value, const std::string& path, bool strict) {
   MethodSpec method;
+  KVRT_RETURN_IF_ERROR(known_keys(
+      value, path, strict,
+      {"name", "values", "inputs", "outputs", "instructions", "mutations", "memory_plan"}));
   KVRT_ASSIGN_OR_RETURN(method.name, string_field(value, path, "name"));
   KVRT_ASSIGN_OR_RETURN(const json* values, array_field(value, path, "values"));
   for (size_t i = 0; i < values->size(); ++i) {
@@ -247,8 +281,8 @@ Result<MethodSpec> method_from_json(const json& value, const std::string& path) 
     ValueSpec spec;
     KVRT_ASSIGN_OR_RETURN(spec.name, string_field(entry, value_path, "name"));
     KVRT_ASSIGN_OR_RETURN(spec.dtype, dtype_field(entry, value_path));
-    KVRT_ASSIGN_OR_RETURN(spec.shape, dims_field(entry, value_path));
-    KVRT_ASSIGN_OR_RETURN(spec.storage, storage_from_json(entry, value_path));
+    KVRT_ASSIGN_OR_RETURN(spec.shape, dims_field(entry, value_path, strict));
+    KVRT_ASSIGN_OR_RETURN(spec.storage, storage_from_json(entry, value_path, strict));
     method.values.push_back(std::move(spec));
   }
   KVRT_ASSIGN_OR_RETURN(method.inputs, indices_field(value, path, "inputs"));
@@ -257,21 +291,32 @@ Result<MethodSpec> method_from_json(const json& value, const std::string& path) 
   for (size_t i = 0; i < instructions->size(); ++i) {
     KVRT_ASSIGN_OR_RETURN(
         Instruction instruction,
-        instruction_from_json((*instructions)[i], at(at(path, "instructions"), i)));
+        instruction_from_json((*instructions)[i], at(at(path, "instructions"), i), strict));
     method.instructions.push_back(std::move(instruction));
   }
   KVRT_ASSIGN_OR_RETURN(const json* mutations, array_field(value, path, "mutations"));
   for (size_t i = 0; i < mutations->size(); ++i) {
     const std::string mutation_path = at(at(path, "mutations"), i);
     MutationSpec mutation;
+    KVRT_RETURN_IF_ERROR(known_keys((*mutations)[i], mutation_path, strict, {"buffer", "value"}));
     KVRT_ASSIGN_OR_RETURN(mutation.buffer, string_field((*mutations)[i], mutation_path, "buffer"));
     KVRT_ASSIGN_OR_RETURN(mutation.value, index_field((*mutations)[i], mutation_path, "value"));
     method.mutations.push_back(std::move(mutation));
   }
   KVRT_ASSIGN_OR_RETURN(const json* plan, member(value, path, "memory_plan"));
-  KVRT_ASSIGN_OR_RETURN(method.device_arena_bytes,
-                        u64_field(*plan, at(path, "memory_plan"), "device"));
-  KVRT_ASSIGN_OR_RETURN(method.host_arena_bytes, u64_field(*plan, at(path, "memory_plan"), "host"));
+  const std::string plan_path = at(path, "memory_plan");
+  KVRT_RETURN_IF_ERROR(known_keys(*plan, plan_path, strict, {"device", "host"}));
+  KVRT_ASSIGN_OR_RETURN(method.device_arena_bytes, u64_field(*plan, plan_path, "device"));
+  KVRT_ASSIGN_OR_RETURN(method.host_arena_bytes, u64_field(*plan, plan_path, "host"));
+  // Sizes that no machine holds are refused here, naming the field, before any
+  // arithmetic on them or any allocator sees them.
+  for (auto [key, bytes] : {std::pair{"device", method.device_arena_bytes},
+                            std::pair{"host", method.host_arena_bytes}}) {
+    if (bytes > detail::kMaxPlausibleBytes) {
+      return field_error(at(plan_path, key),
+                         std::to_string(bytes) + " bytes is implausible (the limit is 2^48)");
+    }
+  }
   return method;
 }
 
@@ -357,13 +402,15 @@ json delegates_to_json(const std::vector<DelegateSpec>& table) {
   return delegates;
 }
 
-Result<std::vector<WeightSpec>> weights_from_json(const json& root) {
+Result<std::vector<WeightSpec>> weights_from_json(const json& root, bool strict) {
   std::vector<WeightSpec> out;
   KVRT_ASSIGN_OR_RETURN(const json* weights, array_field(root, "", "weights"));
   for (size_t i = 0; i < weights->size(); ++i) {
     const std::string path = at(std::string("weights"), i);
     const json& entry = (*weights)[i];
     WeightSpec weight;
+    KVRT_RETURN_IF_ERROR(
+        known_keys(entry, path, strict, {"name", "dtype", "shape", "offset", "nbytes"}));
     KVRT_ASSIGN_OR_RETURN(weight.name, string_field(entry, path, "name"));
     KVRT_ASSIGN_OR_RETURN(weight.dtype, dtype_field(entry, path));
     KVRT_ASSIGN_OR_RETURN(weight.shape, static_shape_field(entry, path));
@@ -374,13 +421,14 @@ Result<std::vector<WeightSpec>> weights_from_json(const json& root) {
   return out;
 }
 
-Result<std::vector<DelegateSpec>> delegates_from_json(const json& root) {
+Result<std::vector<DelegateSpec>> delegates_from_json(const json& root, bool strict) {
   std::vector<DelegateSpec> out;
   KVRT_ASSIGN_OR_RETURN(const json* delegates, array_field(root, "", "delegates"));
   for (size_t i = 0; i < delegates->size(); ++i) {
     const std::string path = at(std::string("delegates"), i);
     const json& entry = (*delegates)[i];
     DelegateSpec delegate;
+    KVRT_RETURN_IF_ERROR(known_keys(entry, path, strict, {"backend", "method", "offset", "size"}));
     KVRT_ASSIGN_OR_RETURN(delegate.backend, string_field(entry, path, "backend"));
     KVRT_ASSIGN_OR_RETURN(delegate.method, string_field(entry, path, "method"));
     KVRT_ASSIGN_OR_RETURN(delegate.offset, u64_field(entry, path, "offset"));
@@ -390,8 +438,11 @@ Result<std::vector<DelegateSpec>> delegates_from_json(const json& root) {
   return out;
 }
 
-Result<ProgramSpec> program_spec_from_json(const json& root) {
+Result<ProgramSpec> program_spec_from_json(const json& root, bool strict) {
   ProgramSpec spec;
+  KVRT_RETURN_IF_ERROR(known_keys(
+      root, "", strict,
+      {"format", "required_features", "producer", "weights", "buffers", "delegates", "methods"}));
   KVRT_ASSIGN_OR_RETURN(std::string format, string_field(root, "", "format"));
   if (format != "kvrt-program") return field_error("format", "expected 'kvrt-program'");
   KVRT_ASSIGN_OR_RETURN(const json* features, array_field(root, "", "required_features"));
@@ -402,13 +453,15 @@ Result<ProgramSpec> program_spec_from_json(const json& root) {
   }
   if (auto it = root.find("producer"); it != root.end()) spec.producer = *it;
 
-  KVRT_ASSIGN_OR_RETURN(spec.weights, weights_from_json(root));
+  KVRT_ASSIGN_OR_RETURN(spec.weights, weights_from_json(root, strict));
 
   KVRT_ASSIGN_OR_RETURN(const json* buffers, array_field(root, "", "buffers"));
   for (size_t i = 0; i < buffers->size(); ++i) {
     const std::string path = at(std::string("buffers"), i);
     const json& entry = (*buffers)[i];
     BufferSpec buffer;
+    KVRT_RETURN_IF_ERROR(known_keys(entry, path, strict,
+                                    {"name", "dtype", "shape", "arena", "copy_bytes_per_step"}));
     KVRT_ASSIGN_OR_RETURN(buffer.name, string_field(entry, path, "name"));
     KVRT_ASSIGN_OR_RETURN(buffer.dtype, dtype_field(entry, path));
     KVRT_ASSIGN_OR_RETURN(buffer.shape, static_shape_field(entry, path));
@@ -427,12 +480,12 @@ Result<ProgramSpec> program_spec_from_json(const json& root) {
     spec.buffers.push_back(std::move(buffer));
   }
 
-  KVRT_ASSIGN_OR_RETURN(spec.delegates, delegates_from_json(root));
+  KVRT_ASSIGN_OR_RETURN(spec.delegates, delegates_from_json(root, strict));
 
   KVRT_ASSIGN_OR_RETURN(const json* methods, array_field(root, "", "methods"));
   for (size_t i = 0; i < methods->size(); ++i) {
     KVRT_ASSIGN_OR_RETURN(MethodSpec method,
-                          method_from_json((*methods)[i], at(std::string("methods"), i)));
+                          method_from_json((*methods)[i], at(std::string("methods"), i), strict));
     spec.methods.push_back(std::move(method));
   }
   return spec;

@@ -13,15 +13,20 @@
 
 namespace kvrt::format::detail {
 
+// Sizes beyond this (256 TiB) are refused by the reader as implausible: no machine
+// holds them, and arithmetic on them could wrap.
+inline constexpr uint64_t kMaxPlausibleBytes = uint64_t{1} << 48;
+
 // Parses the metadata JSON. Types, names and ranges are checked here; references
 // between entries are checked by validate_program_spec. Errors name the field.
-Result<ProgramSpec> program_spec_from_json(const nlohmann::json& json);
+// `strict`: refuse unknown keys (a file of this reader's minor version or older).
+Result<ProgramSpec> program_spec_from_json(const nlohmann::json& json, bool strict);
 
 // The weight and delegate tables (shared with the engine file).
 nlohmann::json weights_to_json(const std::vector<WeightSpec>& weights);
 nlohmann::json delegates_to_json(const std::vector<DelegateSpec>& delegates);
-Result<std::vector<WeightSpec>> weights_from_json(const nlohmann::json& root);
-Result<std::vector<DelegateSpec>> delegates_from_json(const nlohmann::json& root);
+Result<std::vector<WeightSpec>> weights_from_json(const nlohmann::json& root, bool strict);
+Result<std::vector<DelegateSpec>> delegates_from_json(const nlohmann::json& root, bool strict);
 
 // The required features a spec needs (`aliased_io` when some delegate output is stored
 // in a buffer).

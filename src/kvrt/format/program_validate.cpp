@@ -449,6 +449,10 @@ Status validate_program_spec(const ProgramSpec& spec,
     const BufferSpec& buffer = spec.buffers[i];
     auto bytes = static_nbytes(buffer.dtype, buffer.shape);
     if (!bytes.ok()) return error(idx("buffers", i) + ".shape", bytes.status().message());
+    if (*bytes > kMaxPlausibleBytes) {
+      return error(idx("buffers", i) + ".shape",
+                   std::to_string(*bytes) + " bytes is implausible (the limit is 2^48)");
+    }
     for (const auto& [method, copied] : buffer.copy_bytes_per_step) {
       const int m = find_by_name(spec.methods, method);
       if (m < 0) return error(idx("buffers", i) + ".copy_bytes_per_step", "unknown method");
@@ -457,11 +461,12 @@ Status validate_program_spec(const ProgramSpec& spec,
                      "differs from the method's copy instructions");
       }
     }
+    // One entry per method, 0 meaning zero-copy (F3): a missing one would leave
+    // `inspect` unable to say what a step of that method costs.
     for (const MethodSpec& method : spec.methods) {
-      if (!buffer.copy_bytes_per_step.contains(method.name) &&
-          buffer_copy_bytes(method, buffer.name) != 0) {
+      if (!buffer.copy_bytes_per_step.contains(method.name)) {
         return error(idx("buffers", i) + ".copy_bytes_per_step",
-                     "method '" + method.name + "' copies this buffer but declares no bytes");
+                     "no entry for method '" + method.name + "'");
       }
     }
   }

@@ -1,6 +1,8 @@
 #include "kvrt/frontend/checkpoint.h"
 
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 namespace kvrt::frontend {
 
@@ -15,6 +17,19 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
   const fs::path generation = fs::path(dir) / "generation_config.json";
   if (fs::exists(generation, error)) {
     KVRT_ASSIGN_OR_RETURN(checkpoint.generation_, load_generation_config(generation.string()));
+    // Special tokens outside the vocabulary: EOS would never stop generation, BOS would
+    // index past the embedding table.
+    const GenerationConfig& gen = checkpoint.generation_;
+    const int64_t vocab = checkpoint.config_.vocab_size;
+    std::vector<std::pair<const char*, int64_t>> ids;
+    if (gen.bos_token_id) ids.emplace_back("bos_token_id", *gen.bos_token_id);
+    for (int64_t id : gen.eos_token_ids) ids.emplace_back("eos_token_id", id);
+    for (const auto& [key, id] : ids) {
+      if (id < 0 || id >= vocab) {
+        return invalid_argument(generation.string(), ": field '", key, "': token id ", id,
+                                " is outside the vocabulary (", vocab, " tokens)");
+      }
+    }
   }
   GenerationConfig& gen = checkpoint.generation_;
   if (!gen.bos_token_id) gen.bos_token_id = checkpoint.config_.bos_token_id;

@@ -1,6 +1,8 @@
 #include "kvrt/frontend/model_config.h"
 
 #include <cmath>
+#include <limits>
+#include <sstream>
 
 #include "kvrt/frontend/family_config.h"
 #include "kvrt/frontend/json_fields.h"
@@ -264,6 +266,59 @@ json RopeScaling::to_json() const {
           {"original_max_position_embeddings", original_max_position_embeddings}};
 }
 
+namespace {
+
+// The engines compute in f32: a number that a float cannot hold (rms_norm_eps: 1e308
+// becomes inf; 1e-50 becomes 0) would change the math silently.
+Status check_fits_float(const JsonFields& fields, std::string_view key, double value) {
+  const double magnitude = std::fabs(value);
+  const bool fits = std::isfinite(value) && magnitude <= std::numeric_limits<float>::max() &&
+                    (value == 0 || static_cast<float>(magnitude) > 0.0f);
+  if (fits) return Status();
+  std::ostringstream text;
+  text << value << " does not fit a float (the engines compute in f32)";
+  return fields.error(key, text.str());
+}
+
+Status check_float_fields(const JsonFields& fields, const ModelConfig& config) {
+  KVRT_RETURN_IF_ERROR(check_fits_float(fields, "rms_norm_eps", config.rms_norm_eps));
+  KVRT_RETURN_IF_ERROR(check_fits_float(fields, "rope_theta", config.rope_theta));
+  KVRT_RETURN_IF_ERROR(check_fits_float(fields, "rope_local_base_freq", config.local_rope_theta));
+  KVRT_RETURN_IF_ERROR(
+      check_fits_float(fields, "partial_rotary_factor", config.partial_rotary_factor));
+  for (const RopeScaling* scaling : {&config.rope_scaling, &config.local_rope_scaling}) {
+    KVRT_RETURN_IF_ERROR(check_fits_float(fields, "rope_scaling.factor", scaling->factor));
+    KVRT_RETURN_IF_ERROR(
+        check_fits_float(fields, "rope_scaling.low_freq_factor", scaling->low_freq_factor));
+    KVRT_RETURN_IF_ERROR(
+        check_fits_float(fields, "rope_scaling.high_freq_factor", scaling->high_freq_factor));
+  }
+  if (config.query_pre_attn_scalar) {
+    KVRT_RETURN_IF_ERROR(
+        check_fits_float(fields, "query_pre_attn_scalar", *config.query_pre_attn_scalar));
+  }
+  if (config.final_logit_softcapping) {
+    KVRT_RETURN_IF_ERROR(
+        check_fits_float(fields, "final_logit_softcapping", *config.final_logit_softcapping));
+  }
+  return Status();
+}
+
+// A special token outside the vocabulary could never be produced (EOS never stops
+// generation) or would index past the embedding table (BOS).
+Status check_token_ids(const JsonFields& fields, const ModelConfig& config) {
+  auto check = [&](std::string_view key, int64_t id) {
+    if (id >= 0 && id < config.vocab_size) return Status();
+    return fields.error(key, "token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                 std::to_string(config.vocab_size) + " tokens)");
+  };
+  if (config.bos_token_id) KVRT_RETURN_IF_ERROR(check("bos_token_id", *config.bos_token_id));
+  for (int64_t id : config.eos_token_ids) KVRT_RETURN_IF_ERROR(check("eos_token_id", id));
+  return Status();
+}
+
+}  // namespace
+
 Result<ModelConfig> parse_model_config(const json& root, const std::string& source) {
   if (!root.is_object()) return invalid_argument(source, ": expected a JSON object");
   try {
@@ -278,6 +333,8 @@ Result<ModelConfig> parse_model_config(const json& root, const std::string& sour
     KVRT_ASSIGN_OR_RETURN(config.dtype, read_dtype(fields));
     KVRT_ASSIGN_OR_RETURN(config.bos_token_id, fields.optional_int("bos_token_id"));
     KVRT_ASSIGN_OR_RETURN(config.eos_token_ids, fields.token_ids("eos_token_id"));
+    KVRT_RETURN_IF_ERROR(check_float_fields(fields, config));
+    KVRT_RETURN_IF_ERROR(check_token_ids(fields, config));
     return config;
   } catch (const json::exception& error) {  // defensive: fields are type-checked first
     return invalid_argument(source, ": ", error.what());

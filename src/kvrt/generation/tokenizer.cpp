@@ -26,6 +26,7 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos;
   std::optional<int32_t> eos;
   bool byte_fallback_decoder = false;
+  std::string source;  // the file, for errors found while encoding
 };
 
 namespace {
@@ -126,6 +127,7 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, std::string_v
     }
     auto impl = build(root, config);
     if (!impl.ok()) return impl.status().with_context(source);
+    (*impl)->source = std::string(source);
     return Tokenizer(std::move(impl).value());
   } catch (const tok::Json::exception& error) {
     return invalid_argument(source, ": ", error.what());
@@ -165,7 +167,10 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
       continue;
     }
     pieces.assign(1, {std::move(segment.text), segment.at_origin});
-    if (impl.pre_tokenizer) KVRT_RETURN_IF_ERROR(impl.pre_tokenizer->pre_tokenize(pieces));
+    if (impl.pre_tokenizer) {
+      Status split = impl.pre_tokenizer->pre_tokenize(pieces);
+      if (!split.ok()) return split.with_context(impl.source);
+    }
     for (const tok::Piece& piece : pieces) {
       KVRT_RETURN_IF_ERROR(impl.model->tokenize(piece.text, ids));
     }

@@ -79,7 +79,8 @@ Result<AddedTokens> AddedTokens::parse(const Json& list, const Normalizer* norma
     KVRT_ASSIGN_OR_RETURN(token.rstrip, bool_field(entry, "rstrip", false, path));
     KVRT_ASSIGN_OR_RETURN(token.normalized, bool_field(entry, "normalized", !token.special, path));
     if (!utf8::is_valid(token.content)) return invalid_argument(path, ".content: not UTF-8");
-    if (token.content.empty()) continue;  // HF ignores empty tokens
+    // HF skips an empty token silently, leaving its id without text; refused instead.
+    if (token.content.empty()) return invalid_argument(path, ".content: empty");
     if (auto known = added.token_to_id(token.content)) {
       token.id = *known;
     } else if (auto in_model = model.token_to_id(token.content)) {

@@ -48,6 +48,7 @@ Result<BpeModel> BpeModel::parse(const Json& model, const std::string& where) {
   KVRT_ASSIGN_OR_RETURN(const Json* vocab, required_field(model, "vocab", where));
   const std::string vocab_path = field_path(where, "vocab");
   if (!vocab->is_object()) return invalid_argument(vocab_path, ": expected an object");
+  if (vocab->empty()) return invalid_argument(vocab_path, ": empty (no token could be encoded)");
   bpe.vocab_.reserve(vocab->size());
   for (const auto& [token, id_json] : vocab->items()) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||

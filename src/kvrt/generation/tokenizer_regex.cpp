@@ -30,6 +30,7 @@ Result<Regex> Regex::compile(std::string_view pattern, std::string_view where) {
   holder->code = code;
   regex.code_ = std::move(holder);
   regex.pattern_ = std::string(pattern);
+  regex.where_ = std::string(where);
   return regex;
 }
 
@@ -49,8 +50,10 @@ Result<std::vector<Span>> Regex::find_all(std::string_view text) const {
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
-      return internal_error("regex '", pattern_,
-                            "' failed: ", reinterpret_cast<const char*>(message));
+      // A pattern that backtracks past PCRE2's match limit on this text: the file's
+      // pattern is at fault, so the error names its field (the caller adds the file).
+      return invalid_argument(where_, ": regex '", pattern_, "' failed on a text of ", text.size(),
+                              " bytes: ", reinterpret_cast<const char*>(message));
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
     const size_t begin = ovector[0];

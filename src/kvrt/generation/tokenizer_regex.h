@@ -37,6 +37,7 @@ class Regex {
   struct Code;
   std::shared_ptr<const Code> code_;
   std::string pattern_;
+  std::string where_;  // the JSON field, for match errors
 };
 
 // A tokenizer.json "pattern": {"String": "..."} matches literally, {"Regex": "..."}

@@ -6,20 +6,23 @@
 #include <utility>
 
 namespace kvrt::runtime {
+namespace {
+constexpr size_t kMaxAllocationBytes = SIZE_MAX / 2;
+}  // namespace
 
 Result<Allocation> Allocation::create(size_t bytes, engine::DeviceApi* api) {
   Allocation allocation;
   allocation.size_ = bytes;
   allocation.api_ = api;
   if (bytes == 0) return allocation;
+  // Beyond half the address space no allocator can succeed (and a sanitizer's aborts
+  // instead of failing); below it, rounding up to 64 cannot wrap.
+  if (bytes > kMaxAllocationBytes) return allocation_failed("allocation of ", bytes, " bytes");
   if (api != nullptr) {
     KVRT_ASSIGN_OR_RETURN(void* ptr, api->allocate(bytes));
     allocation.data_ = static_cast<std::byte*>(ptr);
   } else {
-    // 64-byte aligned, like planned offsets (kPlanAlignment). A size from a file near
-    // 2^64 must not wrap to a small allocation when rounded up.
-    // Beyond half the address space no allocator can succeed (and a sanitizer's aborts).
-    if (bytes > SIZE_MAX / 2) return allocation_failed("host allocation of ", bytes, " bytes");
+    // 64-byte aligned, like planned offsets (kPlanAlignment).
     const size_t rounded = (bytes + 63) / 64 * 64;
     allocation.data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
     if (allocation.data_ == nullptr)
@@ -33,6 +36,7 @@ Result<Allocation> Allocation::create_host(size_t bytes, engine::DeviceApi& api)
   Allocation allocation;
   allocation.size_ = bytes;
   if (bytes == 0) return allocation;
+  if (bytes > kMaxAllocationBytes) return allocation_failed("allocation of ", bytes, " bytes");
   KVRT_ASSIGN_OR_RETURN(void* ptr, api.allocate_host(bytes));
   allocation.data_ = static_cast<std::byte*>(ptr);
   allocation.api_ = &api;
@@ -93,7 +97,13 @@ Result<std::unique_ptr<BufferSet>> BufferSet::create(const format::ProgramSpec& 
     const bool on_device = spec_buffer.arena == format::Arena::kDevice;
     buffer.device = on_device ? device : Device::cpu();
     KVRT_ASSIGN_OR_RETURN(int64_t numel, buffer.shape.numel());
-    const size_t bytes = static_cast<size_t>(numel) * dtype_size(buffer.dtype);
+    // Checked: a shape from a file must not wrap into a small allocation.
+    const size_t width = dtype_size(buffer.dtype);
+    if (numel < 0 || static_cast<uint64_t>(numel) > kMaxAllocationBytes / width) {
+      return allocation_failed("buffer '", buffer.name, "': ", numel, " elements of ", width,
+                               " bytes exceed the address space");
+    }
+    const size_t bytes = static_cast<size_t>(numel) * width;
     Result<Allocation> storage = Allocation::create(bytes, on_device ? &api : nullptr);
     if (!storage.ok()) return storage.status().with_context("buffer '" + buffer.name + "'");
     buffer.storage = std::move(storage).value();

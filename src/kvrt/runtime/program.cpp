@@ -3,9 +3,9 @@
 namespace kvrt::runtime {
 
 Result<std::shared_ptr<const Program>> Program::load(const std::string& path) {
-  Result<format::ProgramFile> file = format::ProgramFile::open(path);
-  if (!file.ok()) return file.status().with_context("program '" + path + "'");
-  return std::shared_ptr<const Program>(std::make_shared<Program>(std::move(file).value()));
+  // ProgramFile::open names the path in every error; naming it again would repeat it.
+  KVRT_ASSIGN_OR_RETURN(format::ProgramFile file, format::ProgramFile::open(path));
+  return std::shared_ptr<const Program>(std::make_shared<Program>(std::move(file)));
 }
 
 const format::MethodSpec* Program::find_method(std::string_view name) const {

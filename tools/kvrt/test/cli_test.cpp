@@ -154,3 +154,84 @@ TEST(KvrtCli, EmptyPromptIsAPrompt) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+// `kvrt export DIR -o DIR/model.safetensors` would replace the source checkpoint: it is
+// refused in one line and the weights stay as they were.
+TEST(KvrtCli, ExportIntoItsOwnCheckpointIsRefused) {
+  const fs::path work = fs::temp_directory_path() / "kvrt_cli_test_own_input";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  fs::copy(fs::path(source_dir()) / "tests/fixtures/llama_gqa", work / "ckpt");
+  const std::string before = read_text(work / "ckpt/model.safetensors");
+  const fs::path err = work / "err";
+  std::string args = "export '";  // appended, not chained: gcc 12 warns on the chain
+  args.append((work / "ckpt").string()).append("' -o '");
+  args.append((work / "ckpt/model.safetensors").string()).append("' -q");
+  const Output output = run_cli(args, err);
+  EXPECT_EQ(output.exit_code, 1);
+  const std::string text = read_text(err);
+  EXPECT_NE(text.find("never writes into its input"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_TRUE(read_text(work / "ckpt/model.safetensors") == before);
+  fs::remove_all(work);
+}
+
+// An error about a program file names its path once, not once per layer it crossed.
+TEST(KvrtCli, ProgramFileErrorsNameThePathOnce) {
+  const fs::path work = fs::temp_directory_path() / "kvrt_cli_test_path_once";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  std::ofstream(work / "bad.kvrt") << "KVRTPROG but not a program";
+  const fs::path err = work / "err";
+  for (const std::string file : {"bad.kvrt", "missing.kvrt"}) {
+    const std::string path = (work / file).string();
+    std::string run = "run '", inspect = "inspect '";  // appended: gcc 12 warns on chains
+    run.append(path).append("' --device cpu -p hi");
+    inspect.append(path).append("'");
+    for (const std::string& args : {run, inspect}) {
+      const Output output = run_cli(args, err);
+      EXPECT_NE(output.exit_code, 0) << args;
+      const std::string text = read_text(err);
+      EXPECT_EQ(count_of(text, path), 1u) << args << ": " << text;
+      EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << args << ": " << text;
+    }
+  }
+  fs::remove_all(work);
+}
+
+// Every command's numeric flags say their range in words: no 309-digit bound.
+TEST(KvrtCli, OutOfRangeFlagsOfEveryCommandAreShort) {
+  const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_ranges.err";
+  std::string model = "'";
+  model.append(source_dir()).append("/models/fortune-llama'");
+  const std::pair<const char*, const char*> cases[] = {{"export", "-o /tmp/x.kvrt --max-seq 0"},
+                                                       {"export", "-o /tmp/x.kvrt --max-prompt -3"},
+                                                       {"bench", "-r 0"},
+                                                       {"bench", "-p -1"},
+                                                       {"check", "--threads 100000"},
+                                                       {"run", "-p hi --temperature -1"},
+                                                       {"run", "-p hi --temperature 1e400"}};
+  for (const auto& [command, flags] : cases) {
+    std::string args = command;  // appended, not chained: gcc 12 warns on the chain
+    args.append(" ").append(model).append(" ").append(flags);
+    const Output output = run_cli(args, err);
+    EXPECT_NE(output.exit_code, 0) << args;
+    const std::string text = read_text(err);
+    EXPECT_LT(text.size(), 200u) << args << ": " << text;
+  }
+}
+
+}  // namespace

@@ -2,6 +2,7 @@
 // greedy continuations computed by HF transformers (tests/fixtures, models/).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "kvrt/api/kvrt.h"
+#include "kvrt/export/exporter.h"
+#include "kvrt/format/test/program_test_util.h"
 
 namespace kvrt {
 namespace {
@@ -215,6 +218,85 @@ TEST_F(LlmTest, PromptBeyondTheContextIsRejected) {
   EXPECT_EQ(result.status().code(), ErrorCode::kInvalidArgument);
   // Still usable afterwards.
   EXPECT_TRUE((*llm)->generate_ids(std::vector<int32_t>{1, 2}, greedy(2)).ok());
+}
+
+}  // namespace
+}  // namespace kvrt
+
+namespace kvrt {
+namespace {
+
+// Each CPU thread is an OS thread: an absurd count is refused up front, never an
+// exception from std::thread (or a slow failure creating 100000 of them).
+TEST_F(LlmTest, ThreadCountBeyondTheLimitIsRefused) {
+  const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
+  for (int threads : {-1, Llm::kMaxThreads + 1, 100000}) {
+    LoadOptions options = cpu_options();
+    options.num_threads = threads;
+    auto llm = Llm::load(dir.string(), options);
+    ASSERT_FALSE(llm.ok()) << threads;
+    EXPECT_EQ(llm.status().code(), ErrorCode::kInvalidArgument) << llm.status().to_string();
+    EXPECT_NE(llm.status().message().find("num_threads"), std::string::npos);
+  }
+}
+
+// EOS ids recorded in a program file that are not token ids of the model would never
+// stop generation: the load is refused, naming the file and the field.
+TEST_F(LlmTest, ProgramEosIdOutsideTheVocabularyIsRefused) {
+  const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no fixture";
+  fs::create_directories(cache_dir_);
+  const std::string program = (cache_dir_ / "m.kvrt").string();
+  exporter::ExportOptions export_options;
+  export_options.checkpoint_dir = dir.string();
+  export_options.output_path = program;
+  export_options.max_seq = 16;
+  ASSERT_TRUE(exporter::export_checkpoint(export_options).ok());
+  const std::vector<std::byte> bytes = format::testing::read_file_bytes(program);
+  for (const nlohmann::json& eos : {nlohmann::json::array({2, 256}), nlohmann::json::array({-1}),
+                                    nlohmann::json::array({4294967298u})}) {
+    nlohmann::json metadata = format::testing::metadata_of(bytes);
+    metadata["producer"]["generation"]["eos_token_ids"] = eos;
+    const auto edited = format::testing::with_metadata(bytes, metadata);
+    const std::string path = (cache_dir_ / "edited.kvrt").string();
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(edited.data()),
+               static_cast<std::streamsize>(edited.size()));
+    auto llm = Llm::load(path, cpu_options());
+    ASSERT_FALSE(llm.ok()) << eos.dump();
+    EXPECT_EQ(llm.status().code(), ErrorCode::kInvalidProgram) << llm.status().to_string();
+    EXPECT_NE(llm.status().message().find("producer.generation.eos_token_ids["), std::string::npos)
+        << llm.status().to_string();
+    EXPECT_NE(llm.status().message().find("edited.kvrt"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kvrt
+
+namespace kvrt {
+namespace {
+
+// request_stop() from another thread while generate() runs (kvrt.h): the generation
+// ends early, and ThreadSanitizer (the CI's TSan stage) sees no race.
+TEST_F(LlmTest, RequestStopFromAnotherThreadEndsGeneration) {
+  const fs::path dir = fs::path(source_dir()) / "tests/fixtures/llama_gqa";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no fixture";
+  auto llm = Llm::load(dir.string(), cpu_options());
+  ASSERT_TRUE(llm.ok()) << llm.status().to_string();
+  std::atomic<int> tokens{0};
+  std::thread stopper([&] {
+    while (tokens.load() == 0) std::this_thread::yield();
+    (*llm)->request_stop();
+  });
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  auto result = (*llm)->generate_ids(prompt, greedy(200), [&](std::string_view, int32_t) {
+    tokens.fetch_add(1);
+    return true;
+  });
+  stopper.join();
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_LT(result->ids.size(), 200u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "kvrt/engine/cpu/kernels.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -25,8 +26,20 @@ __attribute__((target("avx,f16c"))) void widen_f16_f16c(const uint16_t* in, int6
   for (; i < n; ++i) out[i] = half_to_float(in[i]);
 }
 
+// Read from CPUID directly: clang 14's __builtin_cpu_supports does not know "f16c",
+// and the engine must build with the clang that links the fuzzers. AVX also needs the
+// OS to save the YMM registers (OSXSAVE, and XCR0 bits 1 and 2).
 bool has_f16c() {
-  static const bool supported = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    const bool f16c = (ecx & bit_F16C) != 0, avx = (ecx & bit_AVX) != 0;
+    const bool osxsave = (ecx & bit_OSXSAVE) != 0;
+    if (!f16c || !avx || !osxsave) return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    return (xcr0_low & 0x6u) == 0x6u;
+  }();
   return supported;
 }
 #endif

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+
+#include "kvrt/core/temp_file.h"
 #include "kvrt/export/test/export_test_util.h"
 #include "kvrt/format/program.h"
 #include "kvrt/frontend/checkpoint.h"
@@ -212,6 +216,46 @@ TEST(ExportRefuses, OutputThatIsOneOfTheCheckpointsFiles) {
   EXPECT_NE(status.message().find("never writes into its input"), std::string::npos);
   EXPECT_EQ(std::filesystem::file_size(weights), before);
   EXPECT_TRUE(export_checkpoint(options_for(out.file("ckpt"), weights + ".kvrt")).ok());
+}
+
+// Every other name of a source file (a hard link, a symbolic link) and the checkpoint
+// directory itself are the input too.
+TEST(ExportRefuses, OutputThatIsALinkToTheCheckpointOrItsDirectory) {
+  KVRT_REQUIRE_FIXTURE(dir, "llama_gqa");
+  ScratchDir out;
+  ASSERT_TRUE(copy_checkpoint(dir, out.file("ckpt")).ok());
+  const std::string weights = out.file("ckpt/model.safetensors");
+  const auto before = std::filesystem::file_size(weights);
+  std::filesystem::create_hard_link(weights, out.file("hard.kvrt"));
+  std::filesystem::create_symlink(weights, out.file("soft.kvrt"));
+  for (const std::string& output :
+       {out.file("hard.kvrt"), out.file("soft.kvrt"), out.file("ckpt"), out.file("ckpt/")}) {
+    const Status status = export_checkpoint(options_for(out.file("ckpt"), output)).status();
+    EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument) << output << ": " << status.to_string();
+    EXPECT_NE(status.message().find("never writes into its input"), std::string::npos)
+        << status.to_string();
+  }
+  EXPECT_EQ(std::filesystem::file_size(weights), before);
+}
+
+// A temporary left by an export killed outright (SIGKILL) is removed by the next export
+// to the same destination; a temporary that a live writer holds is not.
+TEST(Export, RemovesStaleTemporariesOfItsDestination) {
+  KVRT_REQUIRE_FIXTURE(dir, "llama_gqa");
+  ScratchDir out;
+  std::ofstream(out.file("m.kvrt.tmp.AbC123")) << "stale";
+  std::ofstream(out.file("other.kvrt.tmp.AbC123")) << "another destination's";
+  std::ofstream(out.file("m.kvrt.tmp.notours")) << "not a temporary name";
+  auto live = TempFile::create(out.file("m.kvrt"));
+  ASSERT_TRUE(live.ok()) << live.status().to_string();
+  ASSERT_TRUE(export_checkpoint(options_for(dir, out.file("m.kvrt"))).ok());
+  const std::string live_name = std::filesystem::path(live->path()).filename().string();
+  std::vector<std::string> expected = {"m.kvrt", "m.kvrt.tmp.notours", "other.kvrt.tmp.AbC123",
+                                       live_name};
+  std::sort(expected.begin(), expected.end());
+  std::vector<std::string> entries = out.entries();
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, expected);
 }
 
 TEST(ExportRefuses, FailedExportKeepsThePreviousFile) {

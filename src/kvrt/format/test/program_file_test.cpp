@@ -2,6 +2,9 @@
 // the header checks that make version skew fail closed.
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <cstring>
+
 #include <sys/stat.h>
 
 #include "kvrt/format/test/program_test_util.h"
@@ -65,6 +68,24 @@ TEST(ProgramFile, FailedFillerLeavesNoFileBehind) {
   Status status = write_sample(sample, dir.file("m.kvrt"));
   EXPECT_NE(error_of(status).find("weight 'norm.weight'"), std::string::npos) << error_of(status);
   EXPECT_TRUE(dir.entries().empty());
+}
+
+// A write stopped by SIGINT, SIGTERM or SIGHUP (Ctrl-C, kill, a closed terminal) ends
+// the process as the signal would, and leaves no temporary behind.
+TEST(ProgramFileDeathTest, WriteStoppedBySignalLeavesNoTemporary) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    testing::TempDir dir;
+    auto program = sample_program();
+    program.fillers[1] = [signal](std::span<std::byte>) {
+      ::raise(signal);
+      return Status();
+    };
+    EXPECT_EXIT((void)testing::write_sample(program, dir.file("m.kvrt")),
+                ::testing::KilledBySignal(signal), "")
+        << strsignal(signal);
+    EXPECT_TRUE(dir.entries().empty()) << strsignal(signal) << ": " << dir.entries().front();
+  }
 }
 
 TEST(ProgramFile, FailedWriteKeepsThePreviousFile) {

@@ -3,6 +3,9 @@
 // fails here can never be written either.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <functional>
+
 #include "kvrt/format/test/program_test_util.h"
 
 namespace kvrt::format {
@@ -222,6 +225,77 @@ TEST(ProgramWrite, PlannedValuesLiveTogetherMustNotShareBytes) {
   method.values[5].storage.offset = 64;
   method.host_arena_bytes = 128;
   EXPECT_EQ(error_of(testing::write_sample(sample, dir.file("b.kvrt"))), "ok");
+}
+
+}  // namespace
+}  // namespace kvrt::format
+
+namespace kvrt::format {
+namespace {
+
+// The fixture's file with its header's minor version set to `minor`.
+std::vector<std::byte> with_minor(std::vector<std::byte> bytes, uint16_t minor) {
+  std::memcpy(bytes.data() + 10, &minor, sizeof(minor));
+  return bytes;
+}
+
+// A key this reader does not know is a field it would silently not honour: refused in
+// a file of its own minor version, as the blob reader does (A2), at every level.
+TEST_F(ProgramValidate, UnknownKeyIsRefusedNamingIt) {
+  const std::pair<std::function<void(json&)>, std::string> cases[] = {
+      {[](json& m) { m["paged_cache"] = true; }, "paged_cache: unknown key"},
+      {[](json& m) { m["weights"][0]["scale"] = 0.5; }, "weights[0].scale: unknown key"},
+      {[](json& m) { m["buffers"][0]["ring"] = 4; }, "buffers[0].ring: unknown key"},
+      {[](json& m) { m["delegates"][0]["device"] = 1; }, "delegates[0].device: unknown key"},
+      {[](json& m) { m["methods"][0]["window"] = 8; }, "methods[0].window: unknown key"},
+      {[](json& m) { m["methods"][0]["values"][0]["stride"] = 2; },
+       "methods[0].values[0].stride: unknown key"},
+      {[](json& m) { m["methods"][0]["instructions"][0]["stream"] = 1; },
+       "methods[0].instructions[0].stream: unknown key"},
+      {[](json& m) { m["methods"][0]["mutations"][0]["offset"] = 1; },
+       "methods[0].mutations[0].offset: unknown key"},
+      {[](json& m) { m["methods"][0]["memory_plan"]["pinned"] = 64; },
+       "methods[0].memory_plan.pinned: unknown key"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    json metadata = metadata_;
+    edit(metadata);
+    const std::string error = error_of(read_program(testing::with_metadata(bytes_, metadata)));
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+    EXPECT_NE(error.find("InvalidProgram"), std::string::npos) << error;
+  }
+}
+
+// A newer minor version may add optional keys: this reader skips them.
+TEST_F(ProgramValidate, UnknownKeyOfANewerMinorVersionIsIgnored) {
+  metadata_["paged_cache"] = true;
+  decode()["window"] = 8;
+  const auto bytes =
+      with_minor(testing::with_metadata(bytes_, metadata_), kProgramVersionMinor + 1);
+  EXPECT_EQ(error_of(read_program(bytes)), "ok");
+}
+
+// A memory plan near 2^64 is refused by the reader, naming the field, before any
+// arithmetic rounds it into a small allocation that zeroing would overrun.
+TEST_F(ProgramValidate, MemoryPlanNear2To64IsRefused) {
+  for (uint64_t bytes : {UINT64_MAX, UINT64_MAX - 10, (uint64_t{1} << 48) + 1}) {
+    decode()["memory_plan"]["host"] = bytes;
+    expect_error("methods[0].memory_plan.host", "implausible");
+  }
+  decode()["memory_plan"]["host"] = 64;
+  decode()["memory_plan"]["device"] = UINT64_MAX - 62;
+  expect_error("methods[0].memory_plan.device", "implausible");
+}
+
+TEST_F(ProgramValidate, BufferOfImplausibleSizeIsRefused) {
+  metadata_["buffers"][0]["shape"] = {uint64_t{1} << 30, uint64_t{1} << 20, 4};
+  expect_error("buffers[0].shape", "implausible");
+}
+
+// copy_bytes_per_step has an entry for every method (0 = zero-copy, F3).
+TEST_F(ProgramValidate, MissingPerMethodCopyEntryIsRefused) {
+  metadata_["buffers"][0]["copy_bytes_per_step"] = json::object();
+  expect_error("buffers[0].copy_bytes_per_step", "no entry for method 'decode'");
 }
 
 }  // namespace

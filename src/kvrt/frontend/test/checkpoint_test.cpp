@@ -96,6 +96,17 @@ TEST(Checkpoint, BadGenerationConfigIsRejectedNamingTheFile) {
   EXPECT_THAT(checkpoint.status().message(), HasSubstr("generation_config.json"));
 }
 
+TEST(Checkpoint, GenerationConfigTokenIdsBeyondTheVocabularyAreRefused) {
+  for (const json& generation : {json{{"eos_token_id", {2, 256}}}, json{{"bos_token_id", 999}}}) {
+    TempDir dir;
+    write_checkpoint(dir, testing::tiny_llama_config_json(), 1, generation);
+    auto checkpoint = Checkpoint::open(dir.path());
+    ASSERT_FALSE(checkpoint.ok()) << generation.dump();
+    EXPECT_THAT(checkpoint.status().message(), HasSubstr("generation_config.json"));
+    EXPECT_THAT(checkpoint.status().message(), HasSubstr("outside the vocabulary"));
+  }
+}
+
 TEST(Checkpoint, WeightsNotMatchingTheConfigFailAtBuild) {
   TempDir dir;
   write_checkpoint(dir, testing::tiny_llama_config_json(), 1);

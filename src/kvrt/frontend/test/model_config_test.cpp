@@ -329,3 +329,34 @@ TEST(ModelConfig, LoadNamesTheFileOnBadJson) {
 
 }  // namespace
 }  // namespace kvrt::frontend
+
+namespace kvrt::frontend {
+namespace {
+
+// The engines compute in f32: a value a float cannot hold is refused, naming the field,
+// instead of becoming inf or 0 in the graph.
+TEST(ModelConfig, NumbersThatDoNotFitAFloatAreRefused) {
+  for (const auto& [field, value] : std::vector<std::pair<std::string, double>>{
+           {"rms_norm_eps", 1e308}, {"rms_norm_eps", 1e-50}, {"rope_theta", 1e300}}) {
+    json config = testing::samples::tinyllama_1_1b();
+    config[field] = value;
+    expect_refused(config, ErrorCode::kInvalidArgument, field, "does not fit a float");
+  }
+}
+
+// A special token outside the vocabulary: EOS would never stop generation, BOS would
+// index past the embedding table.
+TEST(ModelConfig, SpecialTokenIdsBeyondTheVocabularyAreRefused) {
+  json config = testing::samples::tinyllama_1_1b();
+  config["eos_token_id"] = 32000;
+  expect_refused(config, ErrorCode::kInvalidArgument, "eos_token_id", "outside the vocabulary");
+  config = testing::samples::tinyllama_1_1b();
+  config["eos_token_id"] = json::array({2, 1u << 31});
+  expect_refused(config, ErrorCode::kInvalidArgument, "eos_token_id", "outside the vocabulary");
+  config = testing::samples::tinyllama_1_1b();
+  config["bos_token_id"] = 40000;
+  expect_refused(config, ErrorCode::kInvalidArgument, "bos_token_id", "outside the vocabulary");
+}
+
+}  // namespace
+}  // namespace kvrt::frontend

@@ -223,3 +223,42 @@ TEST(TokenizerErrors, EncodingInvalidUtf8IsInvalidArgument) {
 
 }  // namespace
 }  // namespace kvrt
+
+namespace kvrt {
+namespace {
+
+TEST(TokenizerErrors, EmptyVocabularyIsRefused) {
+  expect_refused(
+      [](json& j) {
+        j["model"]["vocab"] = json::object();
+        j["model"]["merges"] = json::array();
+      },
+      ErrorCode::kInvalidArgument, "model.vocab: empty");
+}
+
+TEST(TokenizerErrors, EmptyAddedTokenIsRefused) {
+  expect_refused([](json& j) { j["added_tokens"][1]["content"] = ""; }, ErrorCode::kInvalidArgument,
+                 "added_tokens[1].content: empty");
+}
+
+// A pattern that backtracks past PCRE2's match limit is the file's fault: the error is
+// InvalidArgument naming the file and the field, not an internal error.
+TEST(TokenizerErrors, RegexBeyondItsMatchLimitNamesFileAndField) {
+  auto tok = testing::load_patched("byte_level_tiny.json", [](json& j) {
+    j["pre_tokenizer"] = {{"type", "Split"},
+                          {"pattern", {{"Regex", "(a|aa)+$"}}},
+                          {"behavior", "Isolated"},
+                          {"invert", false}};
+  });
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  auto ids = tok->encode(std::string(64, 'a') + "b", false);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), ErrorCode::kInvalidArgument) << ids.status().to_string();
+  EXPECT_NE(ids.status().message().find("byte_level_tiny.json"), std::string::npos)
+      << ids.status().to_string();
+  EXPECT_NE(ids.status().message().find("pre_tokenizer"), std::string::npos)
+      << ids.status().to_string();
+}
+
+}  // namespace
+}  // namespace kvrt

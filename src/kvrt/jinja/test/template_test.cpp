@@ -280,3 +280,21 @@ TEST(JinjaTemplate, OutputIsNeverPartial) {
 
 }  // namespace
 }  // namespace kvrt::jinja
+
+namespace kvrt::jinja {
+namespace {
+
+// Found by fuzz/template_fuzzer.cpp: an error quoting a key with a line break in it
+// was two lines. Every kvrt error is one line: control characters are escaped.
+TEST(JinjaTemplate, ErrorQuotingALineBreakIsOneLine) {
+  const Status status =
+      render_error("{{ 'a' + message['r \"me\\n<tole'] }}", {{"message", Json::object()}});
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument) << status.to_string();
+  EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("r \"me\\n<tole"), std::string::npos) << status.message();
+  const Status parse = render_error("{{ 'a\nb' + }}");
+  EXPECT_EQ(parse.message().find('\n'), std::string::npos) << parse.message();
+}
+
+}  // namespace
+}  // namespace kvrt::jinja
