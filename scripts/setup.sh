@@ -11,7 +11,7 @@ shift || true
 packages=(build-essential cmake ninja-build pkg-config git
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
           libpcre2-dev libutf8proc-dev clang libclang-rt-14-dev clang-format
-          libcpp-httplib-dev libedit-dev)
+          libcpp-httplib-dev libedit-dev ccache)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -43,7 +43,17 @@ if [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
 
+# ccache: a build of sources compiled before (another checkout, an earlier build tree)
+# comes from the cache. Paths inside the checkout are hashed relative to it, so two
+# clones share their entries.
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+            -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+
 if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "$@" >/dev/null
 fi
 cmake --build "$build_dir" -j "$(nproc)"
