@@ -1,6 +1,7 @@
-// Differential test: every chat template in tests/fixtures/chat_templates rendered
+// Differential tests: every chat template in tests/fixtures/chat_templates rendered
 // for every message set there, with and without the generation prompt, by kvrt and by
-// @huggingface/jinja (through node); the bytes must match, or both must refuse.
+// @huggingface/jinja (through node), and by kvrt against HF transformers' renderings
+// committed beside the templates; the bytes must match, or both must refuse.
 // Skips, saying why, when node or tests/node/node_modules is missing (scripts/setup.sh
 // runs `npm ci` there). Cases where @huggingface/jinja is known to differ from Python's
 // Jinja are listed in kKnownDivergences and tested against hand-written Python output
@@ -159,6 +160,58 @@ TEST(JinjaDifferential, MatchesHuggingFaceJinjaOnRealChatTemplates) {
                     << "; @huggingface/jinja "
                     << (js["ok"].get<bool>() ? "rendered"
                                              : "failed: " + js["error"].get<std::string>());
+    }
+  }
+  for (const auto& [name, counts] : per_template) {
+    std::printf("  %-40s %3d same bytes + %2d refused by both / %3d cases\n", name.c_str(),
+                counts.same_bytes, counts.both_refused, counts.total);
+  }
+}
+
+// The same templates and message sets against HF transformers' own renderer (the Jinja
+// environment of apply_chat_template), whose output scripts/reference/
+// make_chat_template_refs.py committed: the same bytes, or both refuse. Python's Jinja is
+// what kvrt follows, so no case is excluded here.
+TEST(JinjaDifferential, MatchesTransformersOnRealChatTemplates) {
+  const fs::path fixtures = source_dir() / "tests/fixtures/chat_templates";
+  const fs::path reference_path = fixtures / "transformers_reference.json";
+  if (!fs::exists(reference_path)) GTEST_SKIP() << reference_path << " is missing";
+  const Json reference = Json::parse(read(reference_path));
+  ASSERT_FALSE(reference["cases"].empty());
+  struct Counts {
+    int same_bytes = 0;
+    int both_refused = 0;
+    int total = 0;
+  };
+  std::map<std::string, Counts> per_template;
+  for (const Json& c : reference["cases"]) {
+    const std::string template_name = c["template"].get<std::string>();
+    const std::string messages_name = c["messages"].get<std::string>();
+    const std::string source = read(fixtures / (template_name + ".jinja"));
+    auto tmpl = ChatTemplate::from_source(source);
+    ASSERT_TRUE(tmpl.ok()) << template_name << ": " << tmpl.status().to_string();
+    tmpl->set_bos_token("<s>");
+    tmpl->set_eos_token("</s>");
+    const Json input = Json::parse(read(fixtures / "messages" / (messages_name + ".json")));
+    const Json tools = input.contains("tools") ? input["tools"] : Json(nullptr);
+    const bool generation_prompt = c["add_generation_prompt"].get<bool>();
+    const Result<std::string> kvrt =
+        tmpl->render(input["messages"], tools, generation_prompt, c["extra"]);
+    const std::string name = template_name + " x " + messages_name +
+                             (generation_prompt ? " +gen" : "") + " " + c["extra"].dump();
+    Counts& counts = per_template[template_name];
+    ++counts.total;
+    const bool rendered = c["ok"].get<bool>();
+    if (kvrt.ok() && rendered) {
+      EXPECT_EQ(*kvrt, c["text"].get<std::string>()) << name;
+      counts.same_bytes += *kvrt == c["text"].get<std::string>();
+    } else if (!kvrt.ok() && !rendered) {
+      ++counts.both_refused;
+    } else {
+      ADD_FAILURE() << name << ": kvrt "
+                    << (kvrt.ok() ? "rendered" : "failed: " + kvrt.status().to_string())
+                    << "; transformers "
+                    << (rendered ? "rendered" : "failed: " + c["error"].get<std::string>());
     }
   }
   for (const auto& [name, counts] : per_template) {
