@@ -318,10 +318,10 @@ const bool registered = kvrt::cli::register_command(
        sub.add_option("model", args->model, "program file or checkpoint directory")->required();
        sub.add_option("-p,--n-prompt", args->prompt, "prompt tokens (pp)")
            ->capture_default_str()
-           ->check(CLI::NonNegativeNumber);
+           ->check(CLI::Range(0, 1 << 24));
        sub.add_option("-n,--n-gen", args->generate, "generated tokens (tg)")
            ->capture_default_str()
-           ->check(CLI::NonNegativeNumber);
+           ->check(CLI::Range(0, 1 << 24));
        sub.add_option("-d,--n-depth", args->depths, "cache depths, comma-separated")
            ->capture_default_str();
        sub.add_option("-r,--repetitions", args->repetitions, "timed repetitions (after a warm-up)")

@@ -132,11 +132,11 @@ const bool registered = kvrt::cli::register_command(
        sub.add_option("--max-seq", args->max_seq,
                       "KV cache capacity (default: min(max "
                       "positions, 2048))")
-           ->check(CLI::PositiveNumber);
+           ->check(CLI::Range(1, 1 << 24));
        sub.add_option("--max-prompt", args->max_prompt,
                       "largest prefill length (default: "
                       "max-seq)")
-           ->check(CLI::PositiveNumber);
+           ->check(CLI::Range(1, 1 << 24));
        sub.add_option("--force-host", args->force_host,
                       "node or op names to keep on the host (comma-separated)")
            ->delimiter(',');
