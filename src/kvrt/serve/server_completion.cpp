@@ -92,13 +92,19 @@ void record(Server::Impl& impl, const Job& job, const GenerationResult& result) 
 Result<GenerationResult> run(Server::Impl& impl, Job& job,
                              const std::function<bool(std::string_view)>& emit, bool& cancelled) {
   cancelled = false;
-  return impl.service.generate(job.ids, job.options, [&](std::string_view text, int32_t) {
+  auto result = impl.service.generate(job.ids, job.options, [&](std::string_view text, int32_t) {
     if (impl.stopping.load() || job.probe.peer_closed() || (emit && !emit(text))) {
       cancelled = true;
       return false;
     }
     return true;
   });
+  // The server's stop also asks the generator to stop between tokens, which ends the
+  // generation with no reason of its own: that is a cancelled reply, not a finished one.
+  if (impl.stopping.load() && result.ok() && result->stats.stop_reason == StopReason::kNone) {
+    cancelled = true;
+  }
+  return result;
 }
 
 void answer_whole(Server::Impl& impl, Job& job, httplib::Response& response) {
