@@ -6,7 +6,8 @@
 # leak, timeout or sanitizer report is written to fuzz-corpus-work/<name>/artifacts/ and
 # makes the script fail. Turn every crash into a regression test before fixing it.
 # KVRT_FUZZ_BUILD_JOBS sets the build's parallelism (default 2); KVRT_FUZZ_NO_BUILD=1
-# runs the targets as they are built.
+# runs the targets as they are built; KVRT_FUZZ_BUILD_DIR names an existing clang build
+# configured with -DKVRT_FUZZ=ON (CI reuses its ASan+UBSan test tree).
 set -euo pipefail
 seconds=${1:?usage: fuzz/run_fuzzers.sh SECONDS_EACH [fuzzer...]}
 shift
@@ -16,7 +17,7 @@ names=("$@")
 
 # -O1 with line tables: the usual fuzzing build (fast to compile, assertions on, stack
 # traces with lines).
-build=build-fuzz/all
+build=${KVRT_FUZZ_BUILD_DIR:-build-fuzz/all}
 jobs=${KVRT_FUZZ_BUILD_JOBS:-2}
 if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DKVRT_CUDA=OFF -DKVRT_FUZZ=ON \
