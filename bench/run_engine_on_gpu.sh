@@ -6,7 +6,8 @@
 # engine tests, `kvrt check --device cuda` on every fixture with a reference and on the
 # bundled model, `kvrt run` on the GPU, then `kvrt bench` on random checkpoints of the
 # TinyLlama-1.1B and Llama-3.2-1B shapes beside the kernel library's own captured decode
-# step, twice in alternation (the spread between runs). $OUT gets checks.txt,
+# step, twice in alternation (the spread between runs), and once with one graph launch per
+# token (--steps-per-launch 1). $OUT gets checks.txt,
 # bench.jsonl (one `kvrt bench --json` a line), sanitizers.txt; the tables go to stdout.
 #   OUT=DIR [ROUNDS=2] [SANITIZE=1] bench/run_engine_on_gpu.sh [DIST]
 set -uo pipefail
@@ -56,6 +57,13 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     tr -d '\n' </tmp/bench.json >>"$out/bench.jsonl" && echo >>"$out/bench.jsonl"
     python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])))[:4000])' \
       /tmp/bench.json || cat /tmp/bench.json
+    if [ "$round" = 1 ]; then  # tg with one graph launch per token, for the comparison
+      timeout 150 "$dist/kvrt" bench "/tmp/$model" -p 0 -n 128 -d 0,4096 -r 3 --device cuda \
+        --steps-per-launch 1 --json >/tmp/bench.json || status=1
+      tr -d '\n' </tmp/bench.json >>"$out/bench.jsonl" && echo >>"$out/bench.jsonl"
+      python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])))[:4000])' \
+        /tmp/bench.json || cat /tmp/bench.json
+    fi
   done
   step "kernel library's decode step, round $round"
   timeout 150 "$dist/kernels_bench" --quick --only "decode step" --out /tmp/kernel_step.md \

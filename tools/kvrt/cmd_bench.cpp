@@ -39,6 +39,7 @@ struct BenchArgs {
   std::string depths = "0,4096";
   int repetitions = 3;
   std::string device = "auto";
+  int steps_per_launch = 0;  // 0: the most the engine runs
   bool json = false;
 };
 
@@ -139,18 +140,28 @@ class StretchTimer {
 };
 
 // n greedy tokens after `token` at `position`: queued on the device when the program
-// chooses its tokens there (each step queued before the previous token is waited for,
-// as the generation loop does), else through the host logits.
-Status generate(Module& module, int32_t token, int32_t position, int n) {
+// chooses its tokens there (as the generation loop does: runs of up to `run` steps per
+// submission, one run queued beyond the token being waited for), else through the host
+// logits.
+Status generate(Module& module, int32_t token, int32_t position, int n, int run) {
   if (n <= 0) return Status();
   if (module.has_device_greedy()) {
     KVRT_RETURN_IF_ERROR(module.submit_greedy(kvrt::runtime::kDecodeMethod,
                                               std::span<const int32_t>(&token, 1), position));
-    for (int i = 1; i < n; ++i) {
-      KVRT_RETURN_IF_ERROR(module.submit_greedy_continuation(position + i));
+    int queued = 1;
+    int32_t next_step = position + 1;
+    for (int taken = 0; taken < n; ++taken) {
+      while (queued <= run) {
+        const int steps = std::min(run, n - (taken + queued));
+        if (steps <= 0) break;
+        KVRT_RETURN_IF_ERROR(module.submit_greedy_continuation(next_step, steps));
+        next_step += steps;
+        queued += steps;
+      }
       KVRT_RETURN_IF_ERROR(module.wait_token().status());
+      --queued;
     }
-    return module.wait_token().status();
+    return Status();
   }
   for (int i = 0; i < n; ++i) {
     KVRT_ASSIGN_OR_RETURN(std::span<const float> logits, module.decode(token, position + i));
@@ -211,7 +222,10 @@ Result<std::vector<Row>> bench(const BenchArgs& args, Module& module, double cop
       KVRT_ASSIGN_OR_RETURN(double pp, timer.stop());
       KVRT_RETURN_IF_ERROR(timer.start());
       const int32_t token = prompt.empty() ? 1 : prompt.back();
-      KVRT_RETURN_IF_ERROR(generate(module, token, depth, args.generate));
+      const int run = args.steps_per_launch > 0
+                          ? std::min(args.steps_per_launch, module.max_greedy_steps())
+                          : module.max_greedy_steps();
+      KVRT_RETURN_IF_ERROR(generate(module, token, depth, args.generate, run));
       KVRT_ASSIGN_OR_RETURN(double tg, timer.stop());
       if (rep == 0) continue;
       pp_ms.push_back(pp);
@@ -275,13 +289,14 @@ int run_bench(const BenchArgs& args) {
   }
   const double copy_gbs = copy_bandwidth(*device);
   Result<std::vector<Row>> rows = bench(args, **module, copy_gbs, depths);
+  const int max_run = (*module)->has_device_greedy() ? (*module)->max_greedy_steps() : 1;
+  const int steps_per_launch =
+      args.steps_per_launch > 0 ? std::min(args.steps_per_launch, max_run) : max_run;
   if (!rows.ok()) return fail(rows.status());
   if (args.json) {
-    nlohmann::json out = {{"model", args.model},
-                          {"device", why},
-                          {"load_s", load_s},
-                          {"copy_gbs", copy_gbs},
-                          {"rows", nlohmann::json::array()}};
+    nlohmann::json out = {{"model", args.model},  {"device", why},
+                          {"load_s", load_s},     {"steps_per_launch", steps_per_launch},
+                          {"copy_gbs", copy_gbs}, {"rows", nlohmann::json::array()}};
     for (const Row& r : *rows) {
       out["rows"].push_back({{"test", r.test},
                              {"depth", r.depth},
@@ -295,8 +310,8 @@ int run_bench(const BenchArgs& args) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("model %s, device %s, load %.2f s, copy %.0f GB/s\n\n", args.model.c_str(),
-              why.c_str(), load_s, copy_gbs);
+  std::printf("model %s, device %s, load %.2f s, copy %.0f GB/s, tg %d step(s) per launch\n\n",
+              args.model.c_str(), why.c_str(), load_s, copy_gbs, steps_per_launch);
   std::printf("| test | depth | t/s | ms (median) | ms (min-max) | GB/s | share of copy |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const Row& r : *rows) {
@@ -328,6 +343,11 @@ const bool registered = kvrt::cli::register_command(
            ->capture_default_str()
            ->check(CLI::Range(1, 1000));
        sub.add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+       sub.add_option("--steps-per-launch", args->steps_per_launch,
+                      "greedy decode steps per device submission in tg (0: the most the engine "
+                      "runs; 1: one launch per token)")
+           ->capture_default_str()
+           ->check(CLI::Range(0, 64));
        sub.add_flag("--json", args->json, "print JSON instead of a table");
        sub.callback([args] { kvrt::cli::set_exit_code(run_bench(*args)); });
      }});

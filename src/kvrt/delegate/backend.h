@@ -31,6 +31,11 @@ struct ExecuteOptions {
   // The caller's stream (E1). Null: the handle's own stream, and execute returns only
   // when all work is done.
   engine::StreamHandle stream = nullptr;
+  // A run of greedy decode steps in one submission (1 to max_steps()): the arguments are
+  // one step's, except the step argument (step_arg()), which holds one token per step,
+  // [steps, 1]. Step i reads step i - 1's token and runs at the position + i
+  // (Engine::enqueue_steps). Every argument must be on the engine's device, in place.
+  int steps = 1;
 };
 
 // Bytes copied by the last execute, by reason. A program whose caches are bound
@@ -59,6 +64,10 @@ class DelegateHandle {
   // The blob's bindings and aliases, in argument order.
   virtual const format::BlobMetadata& signature() const = 0;
   virtual Device device() const = 0;
+  // Runs of steps (ExecuteOptions::steps): the most one execute takes (1: none), and the
+  // argument that carries the steps' tokens (-1: none).
+  virtual int max_steps() const { return 1; }
+  virtual int step_arg() const { return -1; }
   virtual ExecuteStats last_stats() const = 0;
 };
 

@@ -111,14 +111,35 @@ Status EngineDelegateHandle::wait_in_flight() {
   return Status();
 }
 
+// A run of steps: within the engine's bound, with the step argument holding one token
+// per step. Checked with D1, before anything is bound.
+Status EngineDelegateHandle::check_steps(std::span<const TensorView> args, int steps) const {
+  if (steps == 1) return Status();
+  if (steps < 1 || steps > max_steps()) {
+    return max_steps() == 1
+               ? not_supported("the engine runs one step per call, asked for ", steps)
+               : invalid_argument("a run of ", steps, " steps: the engine runs 1 to ", max_steps());
+  }
+  const TensorView& ids = args[static_cast<size_t>(step_arg_)];
+  if (ids.shape() != Shape{steps, 1}) {
+    return invalid_argument("output '", binding(static_cast<size_t>(step_arg_)).name,
+                            "' holds one token per step: ", ids.shape().to_string(),
+                            " for a run of ", steps);
+  }
+  return Status();
+}
+
 // D1: everything about each argument that does not depend on aliasing.
-Status EngineDelegateHandle::check_arguments(std::span<const TensorView> args) const {
+Status EngineDelegateHandle::check_arguments(std::span<const TensorView> args, int steps) const {
   if (args.size() != num_args()) {
     return invalid_argument("engine delegate expects ", num_args(), " arguments (", num_inputs(),
                             " inputs + ", signature_.outputs.size(), " outputs), got ",
                             args.size());
   }
+  KVRT_RETURN_IF_ERROR(check_steps(args, steps));
   for (size_t a = 0; a < args.size(); ++a) {
+    // The step argument of a run was checked above; one step's shape is [1, 1] of it.
+    if (steps != 1 && static_cast<int>(a) == step_arg_) continue;
     const TensorView& arg = args[a];
     const format::BindingSpec& spec = binding(a);
     const char* side = side_name(a < num_inputs());
@@ -221,9 +242,12 @@ Status EngineDelegateHandle::plan_routes(std::span<const TensorView> args) {
   return Status();
 }
 
-Status EngineDelegateHandle::bind(std::span<const TensorView> args) {
+Status EngineDelegateHandle::bind(std::span<const TensorView> args, int steps) {
   for (size_t a = 0; a < args.size(); ++a) {
-    Status status = engine_->set_tensor(engine_index_[a], bind_ptrs_[a], args[a].shape());
+    // A run's step argument is bound with one call's shape; its storage holds them all.
+    const bool step_ids = steps != 1 && static_cast<int>(a) == step_arg_;
+    Status status = engine_->set_tensor(engine_index_[a], bind_ptrs_[a],
+                                        step_ids ? Shape{1, 1} : args[a].shape());
     if (!status.ok()) return status.with_context(binding(a).name);
   }
   return Status();
@@ -231,12 +255,16 @@ Status EngineDelegateHandle::bind(std::span<const TensorView> args) {
 
 // D5: every output's produced shape is checked — rank, bounds, and fit in the
 // caller's storage — for aliased and plain outputs alike, then the views are resized.
-Status EngineDelegateHandle::resize_outputs(std::span<TensorView> args) {
+Status EngineDelegateHandle::resize_outputs(std::span<TensorView> args, int steps) {
   std::vector<Shape>& shapes = resized_;
   shapes.clear();
   for (size_t o = 0; o < signature_.outputs.size(); ++o) {
     const size_t a = num_inputs() + o;
     const format::BindingSpec& spec = signature_.outputs[o];
+    if (steps != 1 && static_cast<int>(a) == step_arg_) {  // one token per step, as given
+      shapes.push_back(args[a].shape());
+      continue;
+    }
     Result<Shape> produced = engine_->output_shape(spec.name);
     if (!produced.ok()) return produced.status().with_context("output '" + spec.name + "'");
     const Shape& shape = *produced;
@@ -273,10 +301,20 @@ Status EngineDelegateHandle::execute(std::span<TensorView> args, const ExecuteOp
 
   const engine::StreamHandle stream = options.stream ? options.stream : own_stream_;  // E1
   KVRT_RETURN_IF_ERROR(order_after_in_flight(stream));                                // E2
-  KVRT_RETURN_IF_ERROR(check_arguments(args));                                        // D1
+  KVRT_RETURN_IF_ERROR(check_arguments(args, options.steps));                         // D1
   KVRT_RETURN_IF_ERROR(check_aliased_inputs(args));                                   // D2
   KVRT_RETURN_IF_ERROR(plan_routes(args));                                            // D3, D4
-  KVRT_RETURN_IF_ERROR(bind(args));
+  if (options.steps != 1) {
+    // A run is one submission: no staging or reflect copy may sit between its steps.
+    for (size_t a = 0; a < args.size(); ++a) {
+      if (routes_[a] == Route::kDirect || routes_[a] == Route::kAliasSame) continue;
+      return invalid_argument(side_name(a < num_inputs()), " '", binding(a).name,
+                              "': a run of steps binds every argument in place on ",
+                              device_.to_string(), " (it is on ", args[a].device().to_string(),
+                              ")");
+    }
+  }
+  KVRT_RETURN_IF_ERROR(bind(args, options.steps));
 
   InFlightScope in_flight(*this, stream);
   bool host_io = false;
@@ -290,8 +328,9 @@ Status EngineDelegateHandle::execute(std::span<TensorView> args, const ExecuteOp
     stats_.arg_bytes[i] += arg_bytes_[i];
   }
   in_flight.submitting();
-  KVRT_RETURN_IF_ERROR(engine_->enqueue(stream));
-  KVRT_RETURN_IF_ERROR(resize_outputs(args));  // D5
+  KVRT_RETURN_IF_ERROR(options.steps == 1 ? engine_->enqueue(stream)
+                                          : engine_->enqueue_steps(stream, options.steps));
+  KVRT_RETURN_IF_ERROR(resize_outputs(args, options.steps));  // D5
   for (size_t a = num_inputs(); a < num_args(); ++a) {
     if (routes_[a] != Route::kAliasReflect && routes_[a] != Route::kStaged) continue;
     // Reflect (D3): the engine wrote the aliased input's storage; mirror it into the

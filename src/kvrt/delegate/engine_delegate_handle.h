@@ -38,6 +38,8 @@ class EngineDelegateHandle final : public DelegateHandle {
 
   const format::BlobMetadata& signature() const override { return signature_; }
   Device device() const override { return device_; }
+  int max_steps() const override { return step_arg_ >= 0 ? engine_->max_steps() : 1; }
+  int step_arg() const override { return step_arg_; }
   ExecuteStats last_stats() const override;
 
   EngineDelegateHandle() = default;
@@ -56,11 +58,12 @@ class EngineDelegateHandle final : public DelegateHandle {
   // Execute steps, in order.
   Status wait_in_flight();
   Status order_after_in_flight(engine::StreamHandle stream);
-  Status check_arguments(std::span<const TensorView> args) const;       // D1
+  Status check_arguments(std::span<const TensorView> args, int steps) const;  // D1
+  Status check_steps(std::span<const TensorView> args, int steps) const;
   Status check_aliased_inputs(std::span<const TensorView> args) const;  // D2
   Status plan_routes(std::span<const TensorView> args);                 // D3, D4
-  Status bind(std::span<const TensorView> args);
-  Status resize_outputs(std::span<TensorView> args);  // D5
+  Status bind(std::span<const TensorView> args, int steps);
+  Status resize_outputs(std::span<TensorView> args, int steps);  // D5
   Status ensure_staging(size_t arg, size_t bytes);
 
   size_t num_inputs() const { return signature_.inputs.size(); }
@@ -78,6 +81,7 @@ class EngineDelegateHandle final : public DelegateHandle {
   std::vector<int> alias_of_output_;  // per output: aliased input index, or -1
   std::vector<int> engine_index_;     // per argument: the engine's tensor index
   std::vector<bool> input_is_aliased_;
+  int step_arg_ = -1;  // the argument bound to the engine's step output, or -1
 
   // Per execute, under mutex_ (D6).
   mutable std::mutex mutex_;

@@ -196,6 +196,11 @@ Result<std::unique_ptr<DelegateHandle>> EngineDelegateHandle::create(
   for (size_t a = 0; a < handle->num_args(); ++a) {
     KVRT_ASSIGN_OR_RETURN(int index, handle->engine_->tensor_index(handle->binding(a).name));
     handle->engine_index_.push_back(index);
+    const int step_output = handle->engine_->step_output();
+    if (step_output >= 0 &&
+        index == static_cast<int>(handle->engine_->inputs().size()) + step_output) {
+      handle->step_arg_ = static_cast<int>(a);
+    }
   }
   KVRT_ASSIGN_OR_RETURN(handle->own_stream_, api->create_stream());  // E1
   const size_t args = handle->num_args();

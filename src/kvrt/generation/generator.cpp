@@ -34,8 +34,11 @@ Result<std::span<const float>> Generator::decode_one_token(int32_t token) {
 
 // Greedy on the model's device: the step that consumes token t is queued before the
 // loop waits for t, so the device goes from step to step without waiting for the host.
-// When t ends generation, that step has already written t into the cache: the position
-// moves past it and its own token is discarded, never shown.
+// Steps are queued in runs (as many as the model takes per submission), one run ahead
+// of the tokens being taken. When t ends generation, the step that consumes it has
+// already written t into the cache: the position moves past it, and the tokens queued
+// after t are discarded, never shown (the rows they wrote lie past the position, where
+// every later step writes before it reads).
 Status Generator::generate_queued(std::span<const int32_t> prompt_ids,
                                   const GenerateOptions& options, const TakeToken& take,
                                   GenerationStats& stats, uint64_t& cache_bytes) {
@@ -47,13 +50,23 @@ Status Generator::generate_queued(std::span<const int32_t> prompt_ids,
   }
   KVRT_RETURN_IF_ERROR(model_.queue_greedy(prompt_ids.subspan(head), position_));
   position_ += static_cast<int32_t>(prompt_ids.size() - head);
+  const int32_t run = std::max(1, model_.max_queued_steps());
+  int32_t queued = 1;             // tokens queued and not yet taken
+  int32_t next_step = position_;  // where the next queued step runs
   bool first = true;
   for (int32_t taken = 0;; ++taken) {
-    // The token to come is the last one when it reaches max_new_tokens or the context.
-    const bool may_continue =
-        taken + 1 < options.max_new_tokens && position_ < model_.max_context();
-    if (may_continue) KVRT_RETURN_IF_ERROR(model_.queue_greedy_continuation(position_));
+    // A run beyond the token about to be taken, within max_new_tokens and the context.
+    while (queued <= run) {
+      const int32_t steps = std::min(
+          {run, options.max_new_tokens - (taken + queued), model_.max_context() - next_step});
+      if (steps <= 0) break;
+      KVRT_RETURN_IF_ERROR(model_.queue_greedy_continuation(next_step, steps));
+      next_step += steps;
+      queued += steps;
+    }
     KVRT_ASSIGN_OR_RETURN(int32_t token, model_.wait_greedy_token());
+    queued -= 1;
+    const bool may_continue = next_step > position_;  // a queued step consumes `token`
     if (first) {
       stats.prefill_ms = milliseconds_since(prefill_start);
       first = false;
@@ -62,8 +75,8 @@ Status Generator::generate_queued(std::span<const int32_t> prompt_ids,
     KVRT_ASSIGN_OR_RETURN(bool keep_going, take(token));
     if (!keep_going || !may_continue) {
       if (may_continue) {
-        position_ += 1;  // the queued step ran `token`; its own choice is dropped
-        KVRT_RETURN_IF_ERROR(model_.wait_greedy_token().status());
+        position_ += 1;  // the queued step ran `token`; what it and later ones chose is dropped
+        for (; queued > 0; --queued) KVRT_RETURN_IF_ERROR(model_.wait_greedy_token().status());
       } else {
         pending_token_ = token;
       }

@@ -36,10 +36,13 @@ class LanguageModel {
   virtual Status queue_greedy(std::span<const int32_t> /*tokens*/, int32_t /*position*/) {
     return not_supported("this model does not queue greedy steps");
   }
-  // Queues one token, the one the last queued step produces, at `position`.
-  virtual Status queue_greedy_continuation(int32_t /*position*/) {
+  // Queues `steps` decode steps at `position`..: the first on the token the last queued
+  // step produces, each next on the token the one before it produces.
+  virtual Status queue_greedy_continuation(int32_t /*position*/, int32_t /*steps*/) {
     return not_supported("this model does not queue greedy steps");
   }
+  // The most steps one continuation queues (a model that runs several per submission).
+  virtual int32_t max_queued_steps() const { return 1; }
   // Waits for the oldest queued step and returns its greedy token.
   virtual Result<int32_t> wait_greedy_token() {
     return not_supported("this model does not queue greedy steps");

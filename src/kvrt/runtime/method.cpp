@@ -200,7 +200,23 @@ Status Method::init_instructions() {
       host_ops_[i].op = std::move(op).value();
     }
   }
+  find_step_output();
   return Status();
+}
+
+// Runs of steps reach the engine only through a method that is one delegate call whose
+// step argument is a method output: nothing else may run between the steps.
+void Method::find_step_output() {
+  if (calls_.size() != 1 || calls_[0].handle == nullptr) return;
+  const int arg = calls_[0].handle->step_arg();
+  if (arg < 0 || calls_[0].handle->max_steps() <= 1) return;
+  const auto& call = std::get<format::DelegateCall>(spec_->instructions[0]);
+  const format::ValueIndex value = call.args[static_cast<size_t>(arg)];
+  for (size_t k = 0; k < spec_->outputs.size(); ++k) {
+    if (spec_->outputs[k] != value) continue;
+    step_output_ = static_cast<int>(k);
+    max_steps_ = calls_[0].handle->max_steps();
+  }
 }
 
 TensorView Method::capacity_view(format::ValueIndex v) const {

@@ -42,6 +42,11 @@ struct RunOptions {
   // false: return once the work is queued (no host wait); the outputs are ready after
   // synchronize(). Any host kernel still waits for the device work before it.
   bool synchronize = true;
+  // A run of greedy decode steps in one submission (1 to Method::max_steps()): call i
+  // takes call i - 1's step output (the greedy token) as its token and runs at
+  // position + i. The step output's caller storage (in `outputs`) receives one token
+  // per step, [steps, 1]; the other outputs hold the last call's values.
+  int steps = 1;
 };
 
 // Bytes copied by the last execute, per mutable buffer: copy instructions plus
@@ -77,6 +82,10 @@ class Method {
                                               const RunOptions& options = {});
   // Waits for all work the method queued on its stream.
   Status synchronize();
+  // The longest run of steps one execute takes (1: one call per execute), and the
+  // output that carries the steps' tokens (-1: none).
+  int max_steps() const { return max_steps_; }
+  int step_output() const { return step_output_; }
 
   const format::MethodSpec& spec() const { return *spec_; }
   engine::StreamHandle stream() const { return stream_; }
@@ -96,11 +105,13 @@ class Method {
 
   Status init_storage();
   Status init_instructions();
+  void find_step_output();
+  Status check_steps(const RunOptions& options) const;
   Status check_inputs(std::span<const TensorView> inputs) const;
   Status check_output_storage(std::span<const TensorView> outputs) const;
   // Points output values at the caller's storage for one execute; restores on scope exit.
   class OutputOverride;
-  Status run_call(size_t instruction, const format::DelegateCall& call, Call& state);
+  Status run_call(size_t instruction, const format::DelegateCall& call, Call& state, int steps);
   Status run_host_kernel(const format::HostKernel& kernel, const HostOp& op);
   Status run_copy(const format::CopyInstruction& copy);
   std::string where(size_t instruction) const;
@@ -127,6 +138,8 @@ class Method {
   std::vector<HostOp> host_ops_;     // per instruction (host kernels only)
   std::vector<TensorView> outputs_;
   StepStats stats_;
+  int max_steps_ = 1;
+  int step_output_ = -1;
 };
 
 }  // namespace kvrt::runtime

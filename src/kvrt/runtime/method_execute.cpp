@@ -69,6 +69,29 @@ Status Method::check_output_storage(std::span<const TensorView> outputs) const {
   return Status();
 }
 
+Status Method::check_steps(const RunOptions& options) const {
+  if (options.steps == 1) return Status();
+  if (max_steps_ == 1) {
+    return not_supported("method '", spec_->name, "' runs one step per call, asked for ",
+                         options.steps);
+  }
+  if (options.steps < 1 || options.steps > max_steps_) {
+    return invalid_argument("method '", spec_->name, "': a run of ", options.steps,
+                            " steps, it runs 1 to ", max_steps_);
+  }
+  const size_t k = static_cast<size_t>(step_output_);
+  const format::ValueSpec& value = spec_->values[static_cast<size_t>(spec_->outputs[k])];
+  Result<int64_t> have = k < options.outputs.size() && options.outputs[k].data() != nullptr
+                             ? options.outputs[k].numel()
+                             : Result<int64_t>(0);
+  if (!have.ok() || *have < options.steps) {
+    return invalid_argument("method '", spec_->name, "' output '", value.name, "': a run of ",
+                            options.steps, " steps needs caller storage for ", options.steps,
+                            " tokens");
+  }
+  return Status();
+}
+
 class Method::OutputOverride {
  public:
   OutputOverride(Method& method, std::span<const TensorView> outputs) : method_(method) {
@@ -97,6 +120,7 @@ Result<std::span<const TensorView>> Method::execute(std::span<const TensorView> 
                                                     const RunOptions& options) {
   KVRT_RETURN_IF_ERROR(check_inputs(inputs));
   KVRT_RETURN_IF_ERROR(check_output_storage(options.outputs));
+  KVRT_RETURN_IF_ERROR(check_steps(options));
   const OutputOverride output_storage(*this, options.outputs);
   for (size_t v = 0; v < current_.size(); ++v) {
     current_[v] = capacity_view(static_cast<format::ValueIndex>(v));
@@ -112,7 +136,7 @@ Result<std::span<const TensorView>> Method::execute(std::span<const TensorView> 
     const format::Instruction& instruction = spec_->instructions[i];
     Status status;
     if (const auto* call = std::get_if<format::DelegateCall>(&instruction)) {
-      status = run_call(i, *call, calls_[i]);
+      status = run_call(i, *call, calls_[i], options.steps);
     } else if (const auto* kernel = std::get_if<format::HostKernel>(&instruction)) {
       status = synchronize();  // its inputs may come from device work
       if (status.ok()) status = run_host_kernel(*kernel, host_ops_[i]);
@@ -130,13 +154,19 @@ Result<std::span<const TensorView>> Method::execute(std::span<const TensorView> 
   return std::span<const TensorView>(outputs_);
 }
 
-Status Method::run_call(size_t, const format::DelegateCall& call, Call& state) {
+Status Method::run_call(size_t, const format::DelegateCall& call, Call& state, int steps) {
   for (size_t k = 0; k < call.args.size(); ++k) {
     const format::ValueIndex v = call.args[k];
     state.args[k] = k < call.num_inputs ? current_[static_cast<size_t>(v)] : capacity_view(v);
   }
+  if (steps != 1) {  // the step output holds one token per step (check_steps)
+    const size_t k = static_cast<size_t>(state.handle->step_arg());
+    const size_t v = static_cast<size_t>(call.args[k]);
+    state.args[k] = TensorView(base_[v], spec_->values[v].dtype, {steps, 1}, device_of_[v]);
+  }
   delegate::ExecuteOptions options;
   options.stream = stream_;
+  options.steps = steps;
   KVRT_RETURN_IF_ERROR(state.handle->execute(state.args, options));
   for (size_t k = call.num_inputs; k < call.args.size(); ++k) {
     current_[static_cast<size_t>(call.args[k])] = state.args[k];  // resized (D5)

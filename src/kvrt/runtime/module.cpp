@@ -91,6 +91,14 @@ Status Module::init_io() {
       break;
     }
   }
+  if (const Method* decode = method(kDecodeMethod); decode != nullptr) {
+    const int step_output = decode->step_output();
+    if (step_output >= 0 && step_output == outputs_[*method_index(kDecodeMethod)].next_token) {
+      max_greedy_steps_ = std::min(kMaxSteps, decode->max_steps());
+    }
+  }
+  static_assert(kMaxSteps * sizeof(int32_t) <= kAlign, "a device token slot holds a run");
+  static_assert(kRing * kMaxSteps * sizeof(int32_t) <= kAlign, "the host ring holds the runs");
   const size_t tokens_bytes = static_cast<size_t>(max_call_tokens_ + 1) * sizeof(int32_t);
   KVRT_ASSIGN_OR_RETURN(device_io_, Allocation::create(3 * kAlign + aligned(tokens_bytes), api_));
   const size_t logits_bytes = aligned(static_cast<size_t>(vocab_size_) * sizeof(float));

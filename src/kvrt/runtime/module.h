@@ -16,6 +16,10 @@
 //   module->submit_greedy_continuation(n + 1);        // queued before waiting again
 //   int32_t second = *module->wait_token();
 //
+// Where the engine runs several decode steps in one submission (max_greedy_steps() > 1),
+// submit_greedy_continuation(n, k) queues k steps at positions n..n+k-1, each on the
+// token the one before chose; wait_token() returns their tokens one at a time.
+//
 // Every method runs on the module's one stream, so calls are ordered on the device and
 // only wait_token (and the logits-returning calls) wait on the host.
 #pragma once
@@ -68,13 +72,17 @@ class Module {
   // greedy token is kept on the device for a continuation and read back by
   // wait_token(). Starts a new run of steps: tokens still queued are dropped.
   Status submit_greedy(std::string_view method, std::span<const int32_t> tokens, int32_t position);
-  // Queues one decode step at `position` on the token the last submitted step chooses,
-  // read where that step writes it: the host does not wait for it.
-  Status submit_greedy_continuation(int32_t position);
+  // Queues `steps` decode steps at `position`.. on the token the last submitted step
+  // chooses, read where that step writes it: the host does not wait for it. Each step
+  // decodes the token the one before it chose. 1 <= steps <= max_greedy_steps().
+  Status submit_greedy_continuation(int32_t position, int steps = 1);
+  // The most decode steps one continuation queues (1: the engine runs one per call).
+  int max_greedy_steps() const { return max_greedy_steps_; }
   // Waits for the oldest queued step and returns its token. InvalidState when
   // nothing is queued.
   Result<int32_t> wait_token();
-  size_t queued_tokens() const { return pending_.size(); }
+  // Tokens queued and not yet returned by wait_token().
+  size_t queued_tokens() const;
 
   // Zeroes every mutable buffer: the next prefill starts a fresh sequence.
   Status reset();
@@ -106,23 +114,29 @@ class Module {
     int logits = -1;
     int next_token = -1;
   };
-  // A queued greedy step: its token arrives in host_tokens()[slot] when `done` fires.
+  // A queued submission of `count` greedy steps: their tokens arrive in
+  // host_tokens()[slot * kMaxSteps ..] when `done` fires; `taken` were returned.
   struct Pending {
     engine::EventHandle done = nullptr;
     size_t slot = 0;
+    int count = 1;
+    int taken = 0;
   };
-  static constexpr size_t kRing = 8;  // pinned slots for queued steps' positions and tokens
+  static constexpr size_t kRing = 8;  // pinned slots for queued submissions
+  // Steps per submission: enough to make the per-submission costs (the graph launch, the
+  // copy home, the host's turn) small beside the steps, few enough that a stop wastes little.
+  static constexpr int kMaxSteps = 8;
 
   Status init_io();
   Status check_call(std::string_view name, std::span<const int32_t> tokens, int32_t position) const;
   Result<size_t> method_index(std::string_view name) const;
-  Status submit(size_t method, const TensorView& tokens, int32_t position);
+  Status submit(size_t method, const TensorView& tokens, int32_t position, int steps);
   Status drain_queue();
   int32_t* device_token_slot(size_t k) const;
   int32_t* device_position() const;
   int32_t* device_tokens() const;
   float* host_logits() const;
-  int32_t* host_tokens() const;     // [kRing]
+  int32_t* host_tokens() const;     // [kRing * kMaxSteps]
   int32_t* host_positions() const;  // [kRing]
   int32_t* host_staging() const;    // [max tokens]
 
@@ -137,7 +151,9 @@ class Module {
   Allocation device_io_, host_io_;
   std::deque<Pending> pending_;
   size_t submitted_ = 0;
-  size_t token_slot_ = 0;  // device slot the last greedy step wrote
+  size_t token_slot_ = 0;  // device slot the last greedy submission wrote
+  int token_count_ = 1;    // tokens it wrote there; the last is the next step's input
+  int max_greedy_steps_ = 1;
   const Method* last_ = nullptr;
   StepStats empty_stats_;
   int64_t vocab_size_ = 0;

@@ -34,9 +34,10 @@ class ModuleModel final : public LanguageModel {
     const bool one = tokens.size() == 1 && module_->method(kDecodeMethod) != nullptr;
     return module_->submit_greedy(one ? kDecodeMethod : kPrefillMethod, tokens, position);
   }
-  Status queue_greedy_continuation(int32_t position) override {
-    return module_->submit_greedy_continuation(position);
+  Status queue_greedy_continuation(int32_t position, int32_t steps) override {
+    return module_->submit_greedy_continuation(position, steps);
   }
+  int32_t max_queued_steps() const override { return module_->max_greedy_steps(); }
   Result<int32_t> wait_greedy_token() override { return module_->wait_token(); }
 
   Module& module() { return *module_; }

@@ -90,6 +90,20 @@ class Engine {
   // launches). The delegate may then bind and enqueue the next call while this one
   // still runs, ordered after it on the device (E2) instead of waiting on the host.
   virtual bool enqueue_snapshots_bindings() const { return false; }
+
+  // Runs of greedy decode steps in one submission (optional; the queued greedy loop's
+  // fast path, which saves the per-call launch and host turn of every step but one).
+  // The most steps enqueue_steps takes; 1: the engine runs one call per enqueue.
+  virtual int max_steps() const { return 1; }
+  // The output that carries each step's token (an index into outputs()), or -1.
+  virtual int step_output() const { return -1; }
+  // Runs `steps` one-token calls on the bound tensors: call i reads its token from
+  // element i - 1 of the step output (call 0 from the bound tokens input) and runs at
+  // the bound position + i; it writes its token to element i of the step output, whose
+  // bound storage holds `steps` ids (bound with the shape of one call's). The other
+  // outputs hold the last call's values. Every call is checked before anything is
+  // written, as enqueue checks one. The default runs one step, else NotSupported.
+  virtual Status enqueue_steps(StreamHandle stream, int steps);
   // Output shape after enqueue (dynamic outputs), or an error naming the output.
   virtual Result<Shape> output_shape(std::string_view name) const = 0;
 };

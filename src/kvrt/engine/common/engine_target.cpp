@@ -88,3 +88,12 @@ Status Engine::set_tensor(int index, void* data, const Shape& shape) {
 }
 
 }  // namespace kvrt::engine
+
+namespace kvrt::engine {
+
+Status Engine::enqueue_steps(StreamHandle stream, int steps) {
+  if (steps == 1) return enqueue(stream);
+  return not_supported("this engine runs one step per call, asked for ", steps);
+}
+
+}  // namespace kvrt::engine

@@ -1,6 +1,7 @@
 #include "kvrt/engine/cpu/cpu_engine.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -90,17 +91,28 @@ class CpuEngine final : public Engine {
   Status set_tensor(std::string_view name, void* data, const Shape& shape) override;
   Status set_tensor(int index, void* data, const Shape& shape) override;
   Status enqueue(StreamHandle stream) override;
+  int max_steps() const override { return step_output_ >= 0 ? kMaxSteps : 1; }
+  int step_output() const override { return step_output_; }
+  Status enqueue_steps(StreamHandle stream, int steps) override;
   Result<Shape> output_shape(std::string_view name) const override;
 
  private:
+  // A run of steps is a loop of calls here; the bound is what the runtime queues.
+  static constexpr int kMaxSteps = 16;
+
   Status assign_sources(const graph::Graph& graph, const WeightProvider& weights);
   Status plan_intermediates(const graph::Graph& graph);
+  void find_step_roles();
   Status prepare_views();
+  Status check_all();  // views for the bindings, then every op's checks; writes nothing
+  void run_all();
   TensorView& view(ValueId id) { return views_[static_cast<size_t>(id)]; }
 
   std::vector<TensorInfo> inputs_, outputs_;
   std::vector<ValueId> input_values_, output_values_;
   std::vector<int> output_alias_;  // per output: aliased input index or -1
+  // Runs of steps: the token input, the position input and the argmax output, or -1.
+  int step_tokens_ = -1, step_position_ = -1, step_output_ = -1;
   std::vector<Binding> input_bindings_, output_bindings_;
   std::vector<Shape> output_shapes_;  // after the last enqueue
   std::vector<DType> dtypes_;         // per value
@@ -147,6 +159,7 @@ Result<std::unique_ptr<Engine>> CpuEngine::create(const graph::Graph& graph,
   }
   KVRT_RETURN_IF_ERROR(engine->assign_sources(graph, weights));
   KVRT_RETURN_IF_ERROR(engine->plan_intermediates(graph));
+  engine->find_step_roles();
   engine->pool_ = shared_thread_pool(options.num_threads);
   return std::unique_ptr<Engine>(std::move(engine));
 }
@@ -304,6 +317,43 @@ Status CpuEngine::plan_intermediates(const graph::Graph& graph) {
   return Status();
 }
 
+// A graph that runs in steps: one embedding reads a tokens input, one other i32 [1]
+// input is the position, and an argmax writes a [1, 1] output, the next token.
+void CpuEngine::find_step_roles() {
+  auto input_index = [&](ValueId id) {
+    const auto found = std::find(input_values_.begin(), input_values_.end(), id);
+    return found == input_values_.end() ? -1 : static_cast<int>(found - input_values_.begin());
+  };
+  int tokens = -1, position = -1, next = -1;
+  for (const Step& step : steps_) {
+    if (step.op.kind == OpKind::kEmbedding) {
+      if (tokens >= 0) return;
+      tokens = input_index(step.inputs[0]);
+    } else if (step.op.kind == OpKind::kArgmax) {
+      const auto found = std::find(output_values_.begin(), output_values_.end(), step.output);
+      if (next >= 0 || found == output_values_.end()) return;
+      next = static_cast<int>(found - output_values_.begin());
+    }
+  }
+  const std::vector<graph::Dim> one_id = {graph::Dim::fixed(1), graph::Dim::fixed(1)};
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const bool scalar = inputs_[i].dtype == DType::kI32 && inputs_[i].shape.size() == 1 &&
+                        !inputs_[i].shape[0].is_dynamic() && inputs_[i].shape[0].size == 1;
+    if (!scalar) continue;
+    if (position >= 0) return;
+    position = static_cast<int>(i);
+  }
+  if (tokens < 0 || position < 0 || next < 0 || tokens == position ||
+      inputs_[static_cast<size_t>(tokens)].dtype != DType::kI32 ||
+      outputs_[static_cast<size_t>(next)].dtype != DType::kI32 ||
+      outputs_[static_cast<size_t>(next)].shape != one_id) {
+    return;
+  }
+  step_tokens_ = tokens;
+  step_position_ = position;
+  step_output_ = next;
+}
+
 std::optional<std::string> CpuEngine::aliased_input(std::string_view output_name) const {
   for (size_t o = 0; o < outputs_.size(); ++o) {
     if (outputs_[o].name == output_name && output_alias_[o] >= 0) {
@@ -393,24 +443,85 @@ Status CpuEngine::prepare_views() {
   return Status();
 }
 
-Status CpuEngine::enqueue(StreamHandle) {
+Status CpuEngine::check_all() {
   KVRT_RETURN_IF_ERROR(prepare_views());
-  // All checks first, so a failing call writes nothing (no partial cache update).
   std::vector<TensorView>& in = scratch_inputs_;
-  auto gather = [&](const Step& step) {
+  for (const Step& step : steps_) {
     in.clear();
     for (ValueId id : step.inputs) in.push_back(view(id));
-  };
-  for (const Step& step : steps_) {
-    gather(step);
     KVRT_RETURN_IF_ERROR(check_op(step.op, in, {&view(step.output), 1}));
   }
+  return Status();
+}
+
+void CpuEngine::run_all() {
+  std::vector<TensorView>& in = scratch_inputs_;
   for (const Step& step : steps_) {
-    gather(step);
+    in.clear();
+    for (ValueId id : step.inputs) in.push_back(view(id));
     run_op(step.op, in, {&view(step.output), 1}, pool_.get());
   }
   for (size_t o = 0; o < outputs_.size(); ++o) output_shapes_[o] = view(output_values_[o]).shape();
+}
+
+Status CpuEngine::enqueue(StreamHandle) {
+  // All checks first, so a failing call writes nothing (no partial cache update).
+  KVRT_RETURN_IF_ERROR(check_all());
+  run_all();
   return Status();
+}
+
+Status CpuEngine::enqueue_steps(StreamHandle stream, int steps) {
+  if (steps == 1) return enqueue(stream);
+  if (steps < 1 || steps > max_steps()) {
+    return invalid_argument("a run of ", steps, " steps: this engine runs 1 to ", max_steps());
+  }
+  Binding& tokens = input_bindings_[static_cast<size_t>(step_tokens_)];
+  Binding& position = input_bindings_[static_cast<size_t>(step_position_)];
+  Binding& out = output_bindings_[static_cast<size_t>(step_output_)];
+  if (!tokens.bound || !position.bound || !out.bound) {
+    return invalid_state("a run of steps needs its token, position and output bound");
+  }
+  if (tokens.shape != Shape{1, 1}) {
+    return invalid_argument("a run of steps starts from one token; input '",
+                            inputs_[static_cast<size_t>(step_tokens_)].name, "' is ",
+                            tokens.shape.to_string());
+  }
+  const Binding saved_tokens = tokens, saved_position = position, saved_out = out;
+  auto restore = [&] {
+    tokens = saved_tokens;
+    position = saved_position;
+    out = saved_out;
+  };
+  const int64_t first = *static_cast<const int32_t*>(saved_position.data);
+  if (first + steps - 1 > INT32_MAX) {
+    return invalid_argument("a run of ", steps, " steps from position ", first,
+                            " passes the largest position");
+  }
+  // The first and the last call are where a position can fall outside the cache; the
+  // tokens after the first come from the argmax, inside the vocabulary.
+  int32_t at = static_cast<int32_t>(first + steps - 1);
+  position.data = &at;
+  Status checked = check_all();
+  if (checked.ok()) {
+    at = static_cast<int32_t>(first);
+    checked = check_all();
+  }
+  if (!checked.ok()) {
+    restore();
+    return checked;
+  }
+  auto* ids = static_cast<int32_t*>(saved_out.data);
+  for (int i = 0; i < steps; ++i) {
+    at = static_cast<int32_t>(first + i);
+    tokens.data = i == 0 ? saved_tokens.data : ids + i - 1;
+    out.data = ids + i;
+    checked = check_all();
+    if (!checked.ok()) break;  // not reached: the checks above cover every call
+    run_all();
+  }
+  restore();
+  return checked;
 }
 
 Result<Shape> CpuEngine::output_shape(std::string_view name) const {

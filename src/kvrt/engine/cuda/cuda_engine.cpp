@@ -145,7 +145,8 @@ Status CudaEngine::plan_memory() {
   const size_t p_attn_at = memory_.reserve(c * q_width * 2);
   const size_t gate_up_at = memory_.reserve(c * 2 * inter * 2);
   const size_t p_act_at = memory_.reserve(c * inter * 2);
-  const size_t positions_at = memory_.reserve(c * sizeof(int32_t));
+  const size_t positions_at =
+      memory_.reserve(std::max<size_t>(c, kMaxDecodeSteps) * sizeof(int32_t));
   const size_t argmax_at =
       memory_.reserve(p.next_token_output >= 0 ? kDecodeLinearArgmaxWorkspaceBytes : 0);
   KVRT_RETURN_IF_ERROR(memory_.commit());  // zeroed: the attention counters start at 0
@@ -272,8 +273,23 @@ Status CudaEngine::enqueue(StreamHandle handle) {
   int64_t tokens = 0;
   KVRT_RETURN_IF_ERROR(check_bindings(tokens));
   auto stream = static_cast<cudaStream_t>(handle);
-  if (tokens == 1) return run_decode(stream);
+  if (tokens == 1) return run_decode(1, stream);
   return run_prefill(tokens, stream);
+}
+
+Status CudaEngine::enqueue_steps(StreamHandle handle, int steps) {
+  if (steps == 1) return enqueue(handle);
+  if (steps < 1 || steps > max_steps()) {
+    return invalid_argument("a run of ", steps, " steps: this engine runs 1 to ", max_steps());
+  }
+  int64_t tokens = 0;
+  KVRT_RETURN_IF_ERROR(check_bindings(tokens));
+  if (tokens != 1) {
+    return invalid_argument("a run of steps starts from one token; input '",
+                            inputs_[static_cast<size_t>(plan_.tokens_input)].name, "' holds ",
+                            tokens);
+  }
+  return run_decode(steps, static_cast<cudaStream_t>(handle));
 }
 
 }  // namespace detail

@@ -50,11 +50,22 @@ struct Binding {
   bool bound = false;
 };
 
-// A decode step captured for one set of bound pointers.
+// A run of decode steps captured for one set of bound pointers and one length.
 struct CapturedStep {
   std::vector<void*> pointers;
+  int steps = 1;
   cudaGraphExec_t exec = nullptr;
 };
+
+// Where one decode step reads its token and position and writes its greedy token.
+struct StepIo {
+  const int32_t* token = nullptr;
+  const int32_t* position = nullptr;
+  int32_t* next_token = nullptr;  // null: no greedy choice
+};
+
+// The longest run of decode steps one graph holds.
+inline constexpr int kMaxDecodeSteps = 16;
 
 class CudaEngine final : public Engine {
  public:
@@ -72,6 +83,9 @@ class CudaEngine final : public Engine {
   Status enqueue(StreamHandle stream) override;
   // Captured graphs and prefill launches carry their pointers; bindings are host-only.
   bool enqueue_snapshots_bindings() const override { return true; }
+  int max_steps() const override { return plan_.next_token_output >= 0 ? kMaxDecodeSteps : 1; }
+  int step_output() const override { return plan_.next_token_output; }
+  Status enqueue_steps(StreamHandle stream, int steps) override;
   Result<Shape> output_shape(std::string_view name) const override;
 
   CudaEngine() = default;
@@ -91,12 +105,14 @@ class CudaEngine final : public Engine {
                     cudaStream_t stream);
   Status rope_and_generic_attention(bf16* qkv, const int32_t* positions, int tokens,
                                     const LayerPlan& layer, bf16* out, cudaStream_t stream);
-  Status decode_step(cudaStream_t stream);  // the launches of one token
-  Status run_decode(cudaStream_t stream);   // replays (or captures) decode_step
+  Status decode_step(const StepIo& io, cudaStream_t stream);  // the launches of one token
+  Status decode_steps(int steps, cudaStream_t stream);        // a run of them
+  Status run_decode(int steps, cudaStream_t stream);          // replays (or captures) decode_steps
   Status run_prefill(int64_t tokens, cudaStream_t stream);
   Status prefill_chunk(int offset, int count, bool last, cudaStream_t stream);
-  // Norm + LM head of hidden row `x` into the logits, and their argmax when bound.
-  Status head(const bf16* x, cudaStream_t stream);
+  // Norm + LM head of hidden row `x` into the logits, and their argmax into
+  // `next_token` when not null.
+  Status head(const bf16* x, int32_t* next_token, cudaStream_t stream);
 
   Device device_;
   DecoderPlan plan_;
@@ -121,7 +137,7 @@ class CudaEngine final : public Engine {
   int chunk_ = 0;
   bf16 *x_ = nullptr, *normed_ = nullptr, *p_qkv_ = nullptr, *p_attn_ = nullptr;
   bf16 *gate_up_ = nullptr, *p_act_ = nullptr;
-  int32_t* positions_ = nullptr;
+  int32_t* positions_ = nullptr;  // prefill's chunk, or a run of decode steps
   void* argmax_workspace_ = nullptr;
   std::unique_ptr<PrefillLinear> gemm_;
 

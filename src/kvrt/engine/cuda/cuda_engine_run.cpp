@@ -1,8 +1,10 @@
 // The CUDA engine's launches. Decode (one token) is the kernel library's fused step:
 // norm+q/k/v GEMV, attention with rope and the cache write fused, o_proj+residual,
 // norm+gate/up+SwiGLU, down+residual, norm+LM head (+argmax); captured once per set of bound
-// pointers in a CUDA graph and replayed. Prefill runs chunks of up to chunk_ tokens
-// through cuBLASLt linears, rope_kv_write and the prefill attention kernel.
+// pointers (and run length) in a CUDA graph and replayed. A run of greedy steps is one
+// graph: step i reads step i - 1's token where its LM head wrote it. Prefill runs chunks of
+// up to chunk_ tokens through cuBLASLt linears, rope_kv_write and the prefill attention
+// kernel.
 #include <algorithm>
 
 #include "kvrt/engine/cuda/cuda_engine_impl.h"
@@ -10,9 +12,9 @@
 namespace kvrt::engine::cuda::detail {
 namespace {
 
-// Captured steps kept per engine: enough for a few alternating bindings (e.g. two
-// staging buffers) without re-capturing, few enough to bound graph memory.
-constexpr size_t kMaxCapturedSteps = 4;
+// Captured graphs kept per engine: enough for alternating bindings (two token slots) at
+// a few run lengths without re-capturing, few enough to bound graph memory.
+constexpr size_t kMaxCapturedSteps = 8;
 
 }  // namespace
 
@@ -52,14 +54,14 @@ Status CudaEngine::rope_and_generic_attention(bf16* qkv, const int32_t* position
   return generic_attention(attention, stream);
 }
 
-Status CudaEngine::decode_step(cudaStream_t stream) {
+Status CudaEngine::decode_step(const StepIo& io, cudaStream_t stream) {
   const DecoderPlan& p = plan_;
   const int hidden = static_cast<int>(p.hidden), inter = static_cast<int>(p.intermediate);
   const int q_heads = static_cast<int>(p.q_heads), kv_heads = static_cast<int>(p.kv_heads);
   const int dim = static_cast<int>(p.head_dim);
   const int qkv_rows = (q_heads + 2 * kv_heads) * dim;
   KVRT_RETURN_IF_ERROR(
-      embedding_gather(embedding_, static_cast<int>(p.vocab), hidden, tokens_ptr(), 1, h_, stream));
+      embedding_gather(embedding_, static_cast<int>(p.vocab), hidden, io.token, 1, h_, stream));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerWeights& w = layers_[l];
     const LayerPlan& lp = p.layers[l];
@@ -75,13 +77,13 @@ Status CudaEngine::decode_step(cudaStream_t stream) {
     KVRT_RETURN_IF_ERROR(decode_linear(qkv, stream));
 
     if (!attention_head_dim_supported(p.head_dim)) {
-      KVRT_RETURN_IF_ERROR(rope_and_generic_attention(qkv_, position_ptr(), 1, lp, attn_, stream));
+      KVRT_RETURN_IF_ERROR(rope_and_generic_attention(qkv_, io.position, 1, lp, attn_, stream));
     } else {
       DecodeAttention attention;
       attention.q = qkv_;
       attention.k_cache = cache(lp.k_cache_input);
       attention.v_cache = cache(lp.v_cache_input);
-      attention.position = position_ptr();
+      attention.position = io.position;
       attention.out = attn_;
       attention.q_heads = q_heads;
       attention.kv_heads = kv_heads;
@@ -128,10 +130,22 @@ Status CudaEngine::decode_step(cudaStream_t stream) {
     down.output = h_;
     KVRT_RETURN_IF_ERROR(decode_linear(down, stream));
   }
-  return head(h_, stream);
+  return head(h_, io.next_token, stream);
 }
 
-Status CudaEngine::head(const bf16* x, cudaStream_t stream) {
+// Step i at the bound position + i (positions_[i]), on the token step i - 1 chose.
+Status CudaEngine::decode_steps(int steps, cudaStream_t stream) {
+  if (steps == 1) return decode_step({tokens_ptr(), position_ptr(), next_token_ptr()}, stream);
+  KVRT_RETURN_IF_ERROR(fill_positions(position_ptr(), 0, steps, positions_, stream));
+  int32_t* ids = next_token_ptr();
+  for (int i = 0; i < steps; ++i) {
+    KVRT_RETURN_IF_ERROR(
+        decode_step({i == 0 ? tokens_ptr() : ids + i - 1, positions_ + i, ids + i}, stream));
+  }
+  return Status();
+}
+
+Status CudaEngine::head(const bf16* x, int32_t* next_token, cudaStream_t stream) {
   DecodeLinear lm_head;
   lm_head.weight = lm_head_;
   lm_head.input = x;
@@ -140,22 +154,22 @@ Status CudaEngine::head(const bf16* x, cudaStream_t stream) {
   lm_head.norm_weight = final_norm_;
   lm_head.norm_eps = plan_.final_norm_eps;
   lm_head.output_f32 = logits_ptr();
-  if (next_token_ptr() != nullptr) {  // greedy: the token chosen in the LM head's last block
-    lm_head.argmax_out = next_token_ptr();
+  if (next_token != nullptr) {  // greedy: the token chosen in the LM head's last block
+    lm_head.argmax_out = next_token;
     lm_head.argmax_workspace = argmax_workspace_;
   }
   return decode_linear(lm_head, stream);
 }
 
-Status CudaEngine::run_decode(cudaStream_t stream) {
+Status CudaEngine::run_decode(int steps, cudaStream_t stream) {
   // The legacy default stream cannot be captured: run the launches as they are.
-  if (stream == nullptr) return decode_step(stream);
+  if (stream == nullptr) return decode_steps(steps, stream);
   std::vector<void*>& key = scratch_pointers_;
   key.clear();
   for (const Binding& b : input_bindings_) key.push_back(b.data);
   for (const Binding& b : output_bindings_) key.push_back(b.data);
   for (size_t i = 0; i < captured_.size(); ++i) {
-    if (captured_[i].pointers != key) continue;
+    if (captured_[i].pointers != key || captured_[i].steps != steps) continue;
     // Most recent last, so the steady state finds its graph first time round.
     if (i + 1 != captured_.size())
       std::rotate(captured_.begin() + i, captured_.begin() + i + 1, captured_.end());
@@ -165,7 +179,7 @@ Status CudaEngine::run_decode(cudaStream_t stream) {
   // thread's CUDA calls (another engine, an allocation) are not disturbed.
   KVRT_RETURN_IF_ERROR(cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
                                   "cudaStreamBeginCapture"));
-  const Status launched = decode_step(stream);
+  const Status launched = decode_steps(steps, stream);
   cudaGraph_t graph = nullptr;
   const Status ended = cuda_check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
   if (!launched.ok() || !ended.ok()) {
@@ -181,7 +195,7 @@ Status CudaEngine::run_decode(cudaStream_t stream) {
     (void)cudaGraphExecDestroy(captured_.front().exec);
     captured_.erase(captured_.begin());
   }
-  captured_.push_back({key, exec});
+  captured_.push_back({key, steps, exec});
   return cuda_check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
 }
 
@@ -246,7 +260,7 @@ Status CudaEngine::prefill_chunk(int offset, int count, bool last, cudaStream_t 
         gemm_->run(w.down, p_act_, count, hidden, inter, x_, x_, stream, w.down_bias));
   }
   if (!last) return Status();
-  return head(x_ + static_cast<size_t>(count - 1) * hidden, stream);
+  return head(x_ + static_cast<size_t>(count - 1) * hidden, next_token_ptr(), stream);
 }
 
 }  // namespace kvrt::engine::cuda::detail

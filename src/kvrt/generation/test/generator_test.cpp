@@ -88,14 +88,19 @@ class QueuingModel : public LanguageModel {
     queue_.push_back(last_);
     return Status();
   }
-  Status queue_greedy_continuation(int32_t position) override {
+  Status queue_greedy_continuation(int32_t position, int32_t steps) override {
     if (queue_.empty() && !waited_any_) return invalid_state("nothing to continue");
-    const int32_t token = last_;
-    KVRT_RETURN_IF_ERROR(write(std::span<const int32_t>(&token, 1), position));
-    last_ = next(token);
-    queue_.push_back(last_);
+    if (steps < 1 || steps > steps_per_run) return invalid_argument("a run of ", steps);
+    runs.push_back(steps);
+    for (int32_t i = 0; i < steps; ++i) {
+      const int32_t token = last_;
+      KVRT_RETURN_IF_ERROR(write(std::span<const int32_t>(&token, 1), position + i));
+      last_ = next(token);
+      queue_.push_back(last_);
+    }
     return Status();
   }
+  int32_t max_queued_steps() const override { return steps_per_run; }
   Result<int32_t> wait_greedy_token() override {
     if (queue_.empty()) return invalid_state("nothing queued");
     depth_at_wait.push_back(queue_.size());
@@ -107,7 +112,9 @@ class QueuingModel : public LanguageModel {
 
   std::map<int32_t, int32_t> cache;  // position -> token
   std::vector<size_t> depth_at_wait;
-  bool queueing = true;  // false: the generator must use forward()
+  std::vector<int32_t> runs;  // steps per continuation, in order
+  bool queueing = true;       // false: the generator must use forward()
+  int32_t steps_per_run = 1;
 
  private:
   int32_t next(int32_t token) const { return (token + 1) % vocab_; }
@@ -259,36 +266,41 @@ TEST(Generator, QueuedGreedyEqualsTheHostLoop) {
   stop.stop_strings = {"\x06"};
   cases.push_back({"stop string", stop});
   cases.push_back({"callback", greedy(50), true});
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    QueuingModel queued(1000, 256, 4), host(1000, 256, 4);
-    host.queueing = false;
-    Generator a(queued, fixture_tokenizer());
-    Generator b(host, fixture_tokenizer());
-    const std::vector<int32_t> prompt = {300, 1, 2, 3, 4, 300};  // two chunks of 4
-    for (int turn = 0; turn < 2; ++turn) {
-      int pieces_a = 0, pieces_b = 0;
-      auto ra = a.generate(prompt, c.options, [&](std::string_view, int32_t) {
-        return !c.stop_after_two || ++pieces_a < 2;
-      });
-      auto rb = b.generate(prompt, c.options, [&](std::string_view, int32_t) {
-        return !c.stop_after_two || ++pieces_b < 2;
-      });
-      ASSERT_TRUE(ra.ok()) << ra.status().to_string();
-      ASSERT_TRUE(rb.ok()) << rb.status().to_string();
-      EXPECT_EQ(ra->ids, rb->ids);
-      EXPECT_EQ(ra->text, rb->text);
-      EXPECT_EQ(ra->stats.stop_reason, rb->stats.stop_reason);
+  for (const Case& c : cases)
+    for (int32_t run : {1, 3, 8}) {
+      SCOPED_TRACE(std::string(c.name) + ", runs of " + std::to_string(run));
+      QueuingModel queued(1000, 256, 4), host(1000, 256, 4);
+      host.queueing = false;
+      queued.steps_per_run = run;
+      Generator a(queued, fixture_tokenizer());
+      Generator b(host, fixture_tokenizer());
+      const std::vector<int32_t> prompt = {300, 1, 2, 3, 4, 300};  // two chunks of 4
+      for (int turn = 0; turn < 2; ++turn) {
+        int pieces_a = 0, pieces_b = 0;
+        auto ra = a.generate(prompt, c.options, [&](std::string_view, int32_t) {
+          return !c.stop_after_two || ++pieces_a < 2;
+        });
+        auto rb = b.generate(prompt, c.options, [&](std::string_view, int32_t) {
+          return !c.stop_after_two || ++pieces_b < 2;
+        });
+        ASSERT_TRUE(ra.ok()) << ra.status().to_string();
+        ASSERT_TRUE(rb.ok()) << rb.status().to_string();
+        EXPECT_EQ(ra->ids, rb->ids);
+        EXPECT_EQ(ra->text, rb->text);
+        EXPECT_EQ(ra->stats.stop_reason, rb->stats.stop_reason);
+      }
+      EXPECT_FALSE(queued.depth_at_wait.empty());
+      EXPECT_TRUE(host.depth_at_wait.empty());
+      // The host loop still holds its last token; a final turn feeds it, after which both
+      // caches must hold the same conversation.
+      ASSERT_TRUE(a.generate(std::vector<int32_t>{7}, greedy(1)).ok());
+      ASSERT_TRUE(b.generate(std::vector<int32_t>{7}, greedy(1)).ok());
+      EXPECT_EQ(a.position(), b.position());
+      // Rows past the position (steps queued after the stop) are dead: every later step
+      // writes its row before anything reads it.
+      std::map<int32_t, int32_t> live(queued.cache.begin(), queued.cache.lower_bound(a.position()));
+      EXPECT_EQ(live, host.cache);
     }
-    EXPECT_FALSE(queued.depth_at_wait.empty());
-    EXPECT_TRUE(host.depth_at_wait.empty());
-    // The host loop still holds its last token; a final turn feeds it, after which both
-    // caches must hold the same conversation.
-    ASSERT_TRUE(a.generate(std::vector<int32_t>{7}, greedy(1)).ok());
-    ASSERT_TRUE(b.generate(std::vector<int32_t>{7}, greedy(1)).ok());
-    EXPECT_EQ(a.position(), b.position());
-    EXPECT_EQ(queued.cache, host.cache);
-  }
 }
 
 TEST(Generator, QueuedGreedyKeepsTheNextStepQueuedWhileItWaits) {
@@ -300,6 +312,37 @@ TEST(Generator, QueuedGreedyKeepsTheNextStepQueuedWhileItWaits) {
   // Two steps in flight at every wait but the last (whose successor is never needed).
   EXPECT_EQ(model.depth_at_wait, (std::vector<size_t>{2, 2, 2, 2, 1}));
   EXPECT_EQ(generator.position(), 6);  // the fifth token is pending, not yet cached
+}
+
+// Runs of steps: one run stays queued beyond the token being taken, and no run goes
+// past max_new_tokens.
+TEST(Generator, QueuedGreedyQueuesRunsAhead) {
+  QueuingModel model(1000, 64, 16);
+  model.steps_per_run = 3;
+  Generator generator(model, fixture_tokenizer());
+  auto result = generator.generate(std::vector<int32_t>{300, 301}, greedy(5));
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->ids, (std::vector<int32_t>{302, 303, 304, 305, 306}));
+  EXPECT_EQ(model.runs, (std::vector<int32_t>{3, 1}));  // 1 from the prompt + 3 + 1 = 5
+  EXPECT_EQ(model.depth_at_wait, (std::vector<size_t>{4, 4, 3, 2, 1}));
+  EXPECT_EQ(generator.position(), 6);
+}
+
+// A run never passes the context (the model refuses a write past it): the run is cut
+// to fit, and the tokens are the host loop's.
+TEST(Generator, QueuedGreedyRunsStopAtTheContext) {
+  QueuingModel model(1000, 8, 16), host(1000, 8, 16);
+  model.steps_per_run = 8;
+  host.queueing = false;
+  Generator generator(model, fixture_tokenizer()), reference(host, fixture_tokenizer());
+  const std::vector<int32_t> prompt = {300, 301, 302};
+  auto result = generator.generate(prompt, greedy(50));
+  auto expected = reference.generate(prompt, greedy(50));
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+  EXPECT_EQ(result->ids, expected->ids);
+  EXPECT_EQ(result->ids.size(), 5u);                 // the context's last row is the 5th's
+  EXPECT_EQ(model.runs, (std::vector<int32_t>{5}));  // steps at positions 3..7
 }
 
 TEST(Generator, QueuedGreedyDropsTheTokenPastEos) {

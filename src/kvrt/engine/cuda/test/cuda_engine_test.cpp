@@ -3,7 +3,8 @@
 // every fixture's teacher-forced logits (G2, the CPU engine as oracle; kvrt check holds
 // the HF bf16 rule), the cache persisting between calls (G1), the KV cache bound in
 // place (F2), weights uploaded once per program (F5), D2 on real memory, re-capture
-// when bindings change. Skips without a device.
+// when bindings change, runs of greedy steps, failures injected around the launches (E2).
+// Skips without a device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -18,7 +19,9 @@
 
 #include "kvrt/delegate/backend.h"
 #include "kvrt/engine/builtin_targets.h"
+#include "kvrt/engine/common/engine_target.h"
 #include "kvrt/engine/cuda/cuda_device_api.h"
+#include "kvrt/engine/cuda/cuda_engine.h"
 #include "kvrt/engine/cuda/kernels.h"
 #include "kvrt/engine/cuda/weight_store.h"
 #include "kvrt/export/exporter.h"
@@ -128,6 +131,28 @@ std::vector<int32_t> greedy_queued(Module& module, const std::vector<int32_t>& p
   return out;
 }
 
+// The same through runs of the engine's longest run of steps: one graph launch each.
+std::vector<int32_t> greedy_in_runs(Module& module, const std::vector<int32_t>& prompt, int n) {
+  std::vector<int32_t> out;
+  Status status = module.submit_greedy("prefill", prompt, 0);
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  int32_t position = static_cast<int32_t>(prompt.size());
+  for (int queued = 1; status.ok() && queued < n;) {
+    const int steps = std::min(module.max_greedy_steps(), n - queued);
+    status = module.submit_greedy_continuation(position, steps);
+    position += steps;
+    queued += steps;
+  }
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  while (module.queued_tokens() > 0) {
+    Result<int32_t> token = module.wait_token();
+    EXPECT_TRUE(token.ok()) << token.status().to_string();
+    if (!token.ok()) break;
+    out.push_back(*token);
+  }
+  return out;
+}
+
 // n greedy tokens after `prompt` through the host: logits copied back, argmax here.
 std::vector<int32_t> greedy_on_host(Module& module, const std::vector<int32_t>& prompt, int n) {
   std::vector<int32_t> out;
@@ -161,6 +186,11 @@ TEST_P(CudaFixture, QueuedGreedyEqualsTheHostArgmaxOfTheSameLogits) {
   const std::vector<int32_t> host = greedy_on_host(**a, reference.prompt, 24);
   const std::vector<int32_t> queued = greedy_queued(**b, reference.prompt, 24);
   EXPECT_EQ(queued, host);
+  EXPECT_EQ((*b)->last_stats().total_buffer_bytes(), 0);
+  // Runs of steps, one graph each, decode the same tokens (a run of 8, 8, then 7).
+  ASSERT_TRUE((*b)->reset().ok());
+  ASSERT_GT((*b)->max_greedy_steps(), 1);
+  EXPECT_EQ(greedy_in_runs(**b, reference.prompt, 24), host);
   EXPECT_EQ((*b)->last_stats().total_buffer_bytes(), 0);
 }
 
@@ -507,6 +537,160 @@ TEST_F(CudaDecodeDelegate, NewBindingsAreCapturedAnew) {
   ASSERT_TRUE(handle_->execute(args).ok());
   EXPECT_EQ(logits(), first);
   for (void* ptr : fresh) cudaFree(ptr);
+}
+
+// The real CUDA DeviceApi with failures injected on request (E2 on the GPU): the Nth
+// copy from now, or every event record.
+class FaultyApi final : public DeviceApi {
+ public:
+  explicit FaultyApi(DeviceApi& real) : real_(real) {}
+  int fail_copy_in = 0;  // > 0: the copy that brings it to 0 fails
+  bool fail_events = false;
+  int injected = 0;
+
+  Device device() const override { return real_.device(); }
+  Result<Device> current_device() const override { return real_.current_device(); }
+  Status set_current_device(Device device) override { return real_.set_current_device(device); }
+  bool is_engine_accessible(const TensorView& view) const override {
+    return real_.is_engine_accessible(view);
+  }
+  Result<void*> allocate(size_t bytes) override { return real_.allocate(bytes); }
+  void free(void* ptr) override { real_.free(ptr); }
+  Result<void*> allocate_host(size_t bytes) override { return real_.allocate_host(bytes); }
+  void free_host(void* ptr) override { real_.free_host(ptr); }
+  Status fill_zero(void* ptr, size_t bytes) override { return real_.fill_zero(ptr, bytes); }
+  Result<StreamHandle> create_stream() override { return real_.create_stream(); }
+  void destroy_stream(StreamHandle stream) override { real_.destroy_stream(stream); }
+  Status copy_async(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    if (fail_copy_in > 0 && --fail_copy_in == 0) {
+      ++injected;
+      return internal_error("injected copy failure");
+    }
+    return real_.copy_async(dst, src, bytes, stream);
+  }
+  Status write_i32_async(int32_t* dst, int32_t value, StreamHandle stream) override {
+    return real_.write_i32_async(dst, value, stream);
+  }
+  Result<EventHandle> record_event(StreamHandle stream) override {
+    if (fail_events) {
+      ++injected;
+      return internal_error("injected event failure");
+    }
+    return real_.record_event(stream);
+  }
+  Result<EventHandle> record_timing_event(StreamHandle stream) override {
+    return real_.record_timing_event(stream);
+  }
+  Status wait_event(EventHandle event) override { return real_.wait_event(event); }
+  Status stream_wait_event(StreamHandle stream, EventHandle event) override {
+    return real_.stream_wait_event(stream, event);
+  }
+  void destroy_event(EventHandle event) override { real_.destroy_event(event); }
+  Status synchronize(StreamHandle stream) override { return real_.synchronize(stream); }
+  Result<float> elapsed_ms(EventHandle start, EventHandle end) override {
+    return real_.elapsed_ms(start, end);
+  }
+
+ private:
+  DeviceApi& real_;
+};
+
+std::vector<std::byte> to_host(const TensorView& view) {
+  std::vector<std::byte> host(static_cast<size_t>(*view.nbytes()));
+  EXPECT_EQ(cudaMemcpy(host.data(), view.data(), host.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+// E2 on the GPU: a failure after the engine's launches were submitted (a reflect copy
+// that fails, an event that cannot be recorded) or before them (a staged copy that
+// fails) returns with nothing left running on the stream, the caches either untouched
+// or exactly what a clean call writes, and the handle usable.
+TEST_F(CudaDecodeDelegate, FailuresAroundTheLaunchLeaveNothingInFlight_E2) {
+  auto real = cuda_device_api(0);
+  ASSERT_TRUE(real.ok());
+  FaultyApi faulty(**real);
+  EngineTarget target = cuda_engine_target();
+  target.device_api = [&faulty](int) -> Result<DeviceApi*> { return &faulty; };
+  ASSERT_TRUE(register_engine_target(target).ok());
+  const format::MethodSpec* decode = program_->find_method("decode");
+  const auto& call = std::get<format::DelegateCall>(decode->instructions.at(0));
+  auto backend = delegate::find_backend(program_->spec().delegates.at(call.delegate).backend);
+  ASSERT_TRUE(backend.ok());
+  delegate::DelegateOptions options;
+  options.device = Device::cuda(0);
+  auto made =
+      (*backend)->init(program_->blob(static_cast<size_t>(call.delegate)), *program_, options);
+  ASSERT_TRUE(register_engine_target(cuda_engine_target()).ok());  // the others get the real one
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  std::unique_ptr<delegate::DelegateHandle> handle = std::move(made).value();
+
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  delegate::ExecuteOptions on_stream;
+  on_stream.stream = stream;
+  const format::BlobMetadata& sig = handle->signature();
+  const size_t cache = static_cast<size_t>(first_cache());
+  const size_t updated = sig.inputs.size() + static_cast<size_t>(format::find_output(
+                                                 sig, sig.inputs[cache].name + ".updated"));
+  set_input(token_, 3);
+  set_input(position_, 0);
+  ASSERT_TRUE(handle->execute(args_, on_stream).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  // 1. The reflect copy after the launches fails: the engine's work is drained, the
+  //    cache holds exactly the row a clean call writes, and the next call works.
+  void* other = nullptr;
+  const size_t bytes = static_cast<size_t>(*args_[cache].nbytes());
+  ASSERT_EQ(cudaMalloc(&other, bytes), cudaSuccess);
+  std::vector<TensorView> reflect = args_;
+  reflect[updated] = TensorView(other, args_[cache].dtype(), args_[cache].shape(), Device::cuda(0));
+  set_input(token_, 5);
+  set_input(position_, 1);
+  faulty.fail_copy_in = 1;
+  Status status = handle->execute(reflect, on_stream);
+  EXPECT_EQ(status.code(), ErrorCode::kInternal) << status.to_string();
+  EXPECT_EQ(faulty.injected, 1);
+  EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess) << "work left running after the failure";
+  const std::vector<std::byte> after_failure = to_host(args_[cache]);
+  std::vector<float> failed_logits = logits();
+  // The same call through a clean handle (the fixture's, real API) rewrites row 1: a
+  // partly written row would change here.
+  ASSERT_TRUE(handle_->execute(args_).ok());
+  EXPECT_EQ(to_host(args_[cache]), after_failure) << "the failed call left another cache";
+  EXPECT_EQ(logits(), failed_logits);
+  set_input(position_, 2);
+  ASSERT_TRUE(handle->execute(args_, on_stream).ok()) << "the handle must stay usable";
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  // 2. The completion event cannot be recorded: execute drains instead, leaving nothing
+  //    running, and reports success (the work is complete).
+  faulty.fail_events = true;
+  set_input(position_, 3);
+  status = handle->execute(args_, on_stream);
+  faulty.fail_events = false;
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  EXPECT_EQ(faulty.injected, 2);
+  EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess);
+
+  // 3. The staged copy of a host input fails before the launches: the cache is untouched.
+  const std::vector<std::byte> before = to_host(args_[cache]);
+  int32_t host_token = 7;
+  std::vector<TensorView> staged = args_;
+  staged[static_cast<size_t>(token_)] = TensorView(&host_token, DType::kI32, {1, 1});
+  set_input(position_, 4);
+  faulty.fail_copy_in = 1;
+  status = handle->execute(staged, on_stream);
+  EXPECT_EQ(status.code(), ErrorCode::kInternal) << status.to_string();
+  EXPECT_EQ(faulty.injected, 3);
+  EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess);
+  EXPECT_EQ(to_host(args_[cache]), before) << "a call that never launched wrote the cache";
+  ASSERT_TRUE(handle->execute(staged, on_stream).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_NE(to_host(args_[cache]), before) << "the retried call must write row 4";
+
+  handle.reset();
+  cudaFree(other);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace
