@@ -601,10 +601,26 @@ std::vector<std::byte> to_host(const TensorView& view) {
   return host;
 }
 
+// The rows before `position` of a [KVH, S, D] cache: what a sequence at `position` reads.
+std::vector<std::byte> rows_before(const TensorView& cache, int64_t position) {
+  const std::vector<std::byte> all = to_host(cache);
+  const size_t row = static_cast<size_t>(cache.dim(2)) * dtype_size(cache.dtype());
+  std::vector<std::byte> rows;
+  for (int64_t head = 0; head < cache.dim(0); ++head) {
+    const size_t first = static_cast<size_t>(head * cache.dim(1)) * row;
+    rows.insert(rows.end(), all.begin() + static_cast<ptrdiff_t>(first),
+                all.begin() + static_cast<ptrdiff_t>(first + static_cast<size_t>(position) * row));
+  }
+  return rows;
+}
+
 // E2 on the GPU: a failure after the engine's launches were submitted (a reflect copy
 // that fails, an event that cannot be recorded) or before them (a staged copy that
-// fails) returns with nothing left running on the stream, the caches either untouched
-// or exactly what a clean call writes, and the handle usable.
+// fails) returns with nothing left running on the stream and the handle usable. The
+// cache is as it was for every row the sequence holds (the rows before the call's
+// position); a call that failed after its launches may have written its own row, which
+// is exactly what a clean call writes there and is rewritten by the next call at that
+// position before anything reads it.
 TEST_F(CudaDecodeDelegate, FailuresAroundTheLaunchLeaveNothingInFlight_E2) {
   auto real = cuda_device_api(0);
   ASSERT_TRUE(real.ok());
@@ -646,11 +662,13 @@ TEST_F(CudaDecodeDelegate, FailuresAroundTheLaunchLeaveNothingInFlight_E2) {
   reflect[updated] = TensorView(other, args_[cache].dtype(), args_[cache].shape(), Device::cuda(0));
   set_input(token_, 5);
   set_input(position_, 1);
+  const std::vector<std::byte> held = rows_before(args_[cache], 1);
   faulty.fail_copy_in = 1;
   Status status = handle->execute(reflect, on_stream);
   EXPECT_EQ(status.code(), ErrorCode::kInternal) << status.to_string();
   EXPECT_EQ(faulty.injected, 1);
   EXPECT_EQ(cudaStreamQuery(stream), cudaSuccess) << "work left running after the failure";
+  EXPECT_EQ(rows_before(args_[cache], 1), held) << "the failed call changed a held row";
   const std::vector<std::byte> after_failure = to_host(args_[cache]);
   std::vector<float> failed_logits = logits();
   // The same call through a clean handle (the fixture's, real API) rewrites row 1: a
