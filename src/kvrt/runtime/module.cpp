@@ -34,6 +34,7 @@ Result<std::unique_ptr<Module>> Module::create(std::shared_ptr<const Program> pr
   auto module = std::make_unique<Module>();
   module->program_ = std::move(program);
   module->device_ = options.device;
+  module->greedy_steps_option_ = options.max_greedy_steps;
   KVRT_ASSIGN_OR_RETURN(module->api_, delegate::device_api_for(options.device));
   KVRT_ASSIGN_OR_RETURN(module->stream_, module->api_->create_stream());
   KVRT_ASSIGN_OR_RETURN(module->buffers_,
@@ -94,7 +95,10 @@ Status Module::init_io() {
   if (const Method* decode = method(kDecodeMethod); decode != nullptr) {
     const int step_output = decode->step_output();
     if (step_output >= 0 && step_output == outputs_[*method_index(kDecodeMethod)].next_token) {
-      max_greedy_steps_ = std::min(kMaxSteps, decode->max_steps());
+      const int wanted = greedy_steps_option_ > 0 ? greedy_steps_option_
+                         : device_.is_cpu()       ? 1
+                                                  : kMaxSteps;
+      max_greedy_steps_ = std::clamp(std::min(wanted, decode->max_steps()), 1, kMaxSteps);
     }
   }
   static_assert(kMaxSteps * sizeof(int32_t) <= kAlign, "a device token slot holds a run");

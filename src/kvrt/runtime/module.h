@@ -45,6 +45,10 @@ inline constexpr std::string_view kDecodeMethod = "decode";
 struct ModuleOptions {
   Device device = Device::cpu();  // where the engine delegates run
   int num_threads = 0;            // CPU threads; 0 = default
+  // Most greedy decode steps one continuation queues. 0: up to 8 on a device; 1 on the
+  // CPU, where a step runs inside the call, so a run would only hold back the first
+  // token and compute steps a stop then discards.
+  int max_greedy_steps = 0;
 };
 
 class Module {
@@ -154,6 +158,7 @@ class Module {
   size_t token_slot_ = 0;  // device slot the last greedy submission wrote
   int token_count_ = 1;    // tokens it wrote there; the last is the next step's input
   int max_greedy_steps_ = 1;
+  int greedy_steps_option_ = 0;  // ModuleOptions::max_greedy_steps
   const Method* last_ = nullptr;
   StepStats empty_stats_;
   int64_t vocab_size_ = 0;

@@ -19,12 +19,15 @@ int32_t argmax(const std::vector<float>& logits) {
 
 class ModuleGreedyTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Module> load(const kvrt::testing::TinyModel& tiny, const std::string& name) {
+  // Runs of up to 8 steps, as on a device (the CPU's default is one step per call).
+  std::unique_ptr<Module> load(const kvrt::testing::TinyModel& tiny, const std::string& name,
+                               int max_greedy_steps = 8) {
     Result<std::string> path = write_tiny_program(tiny, name);
     EXPECT_TRUE(path.ok()) << path.status().to_string();
     if (!path.ok()) return nullptr;
     paths_.push_back(*path);
-    Result<std::unique_ptr<Module>> module = Module::load(*path);
+    Result<std::unique_ptr<Module>> module =
+        Module::load(*path, {.max_greedy_steps = max_greedy_steps});
     EXPECT_TRUE(module.ok()) << module.status().to_string();
     return module.ok() ? std::move(module).value() : nullptr;
   }
@@ -84,6 +87,13 @@ TEST_F(ModuleGreedyTest, RunsOfStepsFollowTheReferenceArgmax) {
   }
   EXPECT_EQ(module->queued_tokens(), 0u);
   EXPECT_EQ(module->last_stats().total_buffer_bytes(), 0);  // F2 on runs too
+}
+
+TEST_F(ModuleGreedyTest, TheCpuDefaultIsOneStepPerCall) {
+  std::unique_ptr<Module> module = load(model, "cpu_default.kvrt", 0);
+  ASSERT_TRUE(module);
+  EXPECT_EQ(module->max_greedy_steps(), 1);
+  EXPECT_GT(module->method("decode")->max_steps(), 1);  // the engine could; the module won't
 }
 
 TEST_F(ModuleGreedyTest, ARunIsCheckedWholeBeforeAnythingIsQueued) {
