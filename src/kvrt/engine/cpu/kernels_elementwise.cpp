@@ -134,8 +134,10 @@ inline float dot_lanes(const float* a, Load load, int64_t n) {
 }  // namespace
 
 // On x86-64 the dot products also get an AVX2 clone, picked at load time. The lanes
-// fix the arithmetic, so both clones return the same bits.
-#if defined(__x86_64__)
+// fix the arithmetic, so both clones return the same bits. Not under ThreadSanitizer:
+// the clone's resolver runs while the program is relocated, before the TSan runtime is
+// up, and its instrumented entry crashes the program at start.
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define KVRT_DOT_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define KVRT_DOT_CLONES
