@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "command.h"
+#include "flags.h"
 #include "kvrt/delegate/engine_delegate.h"
 #include "kvrt/engine/builtin_targets.h"
 #include "kvrt/export/exporter.h"
@@ -33,7 +34,8 @@ using kvrt::runtime::Module;
 using Clock = std::chrono::steady_clock;
 
 struct BenchArgs {
-  std::string model;
+  kvrt::cli::ModelArg model_arg;
+  std::string model;  // resolved from model_arg
   int prompt = 512;
   int generate = 128;
   std::string depths = "0,4096";
@@ -330,7 +332,7 @@ const bool registered = kvrt::cli::register_command(
     {"bench", "Benchmark prompt processing and token generation at cache depths",
      [](CLI::App& sub) {
        auto args = std::make_shared<BenchArgs>();
-       sub.add_option("model", args->model, "program file or checkpoint directory")->required();
+       kvrt::cli::add_model_arg(sub, args->model_arg);
        sub.add_option("-p,--n-prompt", args->prompt, "prompt tokens (pp)")
            ->capture_default_str()
            ->check(CLI::Range(0, 1 << 24));
@@ -349,7 +351,20 @@ const bool registered = kvrt::cli::register_command(
            ->capture_default_str()
            ->check(CLI::Range(0, 64));
        sub.add_flag("--json", args->json, "print JSON instead of a table");
-       sub.callback([args] { kvrt::cli::set_exit_code(run_bench(*args)); });
+       sub.footer(
+           "Like llama-bench: ppN is a prompt of N tokens, tgN N generated tokens, each at\n"
+           "every cache depth -d, the median of -r repetitions after a warm-up. tg also\n"
+           "reports the bytes a step reads (weights and live cache) per second. A checkpoint\n"
+           "directory is exported to a temporary program first. docs/performance.md.\n\n"
+           "Examples:\n"
+           "  kvrt bench models/fortune-llama -p 64 -n 32 -d 0,256\n"
+           "  kvrt bench model.kvrt --device cuda -p 512 -n 128 -d 0,4096 --json");
+       sub.callback([args] {
+         auto path = kvrt::cli::model_path_or_report(args->model_arg, "bench");
+         if (!path) return kvrt::cli::set_exit_code(1);
+         args->model = *path;
+         kvrt::cli::set_exit_code(run_bench(*args));
+       });
      }});
 
 }  // namespace

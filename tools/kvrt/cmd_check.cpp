@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "command.h"
+#include "flags.h"
 #include "kvrt/export/exporter.h"
 #include "kvrt/runtime/module.h"
 
@@ -33,7 +34,8 @@ using kvrt::runtime::Module;
 using kvrt::runtime::Program;
 
 struct CheckArgs {
-  std::string model;
+  kvrt::cli::ModelArg model_arg;
+  std::string model;  // resolved from model_arg
   std::string reference;
   std::string bf16_reference;  // HF's own bf16 error on the reference tokens (G2, GPU)
   double atol = -1;            // < 0: 1e-4 in f32, the bf16 rule on a CUDA device
@@ -300,22 +302,40 @@ const bool registered = kvrt::cli::register_command(
     {"check", "Check a model end to end: cache persistence (G1), reference logits (G2)",
      [](CLI::App& sub) {
        auto args = std::make_shared<CheckArgs>();
-       sub.add_option("model", args->model, "program file or checkpoint directory")->required();
+       kvrt::cli::add_model_arg(sub, args->model_arg);
        sub.add_option("--reference", args->reference,
                       "reference.json with prompt_ids, greedy_ids, step_logits");
        sub.add_option("--atol", args->atol,
                       "largest accepted |logit difference| (default: 1e-4; on a CUDA device "
-                      "1.5 x HF bf16's own error from the bf16 reference)");
+                      "1.5 x HF bf16's own error from the bf16 reference)")
+           ->default_str("auto");
        sub.add_option("--bf16-reference", args->bf16_reference,
                       "HF bf16 error figures (default on CUDA: reference_bf16.json beside "
                       "--reference)");
        sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-       sub.add_option("--threads", args->threads, "CPU threads (0: default)")
+       sub.add_option("-t,--threads", args->threads, "CPU threads (0: default)")
            ->check(CLI::Range(0, 1024));
-       sub.add_option("--max-seq", args->max_seq, "cache capacity when exporting a checkpoint");
+       sub.add_option("-c,--ctx-size,--max-seq", args->max_seq,
+                      "cache capacity when exporting a checkpoint");
        sub.add_option("--timing-steps", args->timing_steps, "decode steps to time")
            ->capture_default_str();
-       sub.callback([args] { kvrt::cli::set_exit_code(run_check(*args)); });
+       sub.footer(
+           "persistence (G1): a decode at position 1 after one at 0 must differ from one on a\n"
+           "fresh cache and match a prefill of both tokens. reference (G2): prefill, then\n"
+           "each greedy step's logits within --atol of HF transformers' and every argmax\n"
+           "equal. cache copies (F2): bytes copied per decode step (0 when bound in place).\n"
+           "Exit status: 0 all checks pass, 1 a check fails, 2 the model could not be loaded.\n\n"
+           "Examples:\n"
+           "  kvrt check model.kvrt --reference reference.json\n"
+           "  kvrt check tests/fixtures/llama_gqa --reference "
+           "tests/fixtures/llama_gqa/reference.json\n"
+           "  kvrt check MODEL --device cuda --reference reference.json   # the bf16 rule");
+       sub.callback([args] {
+         auto path = kvrt::cli::model_path_or_report(args->model_arg, "check");
+         if (!path) return kvrt::cli::set_exit_code(2);  // could not be loaded
+         args->model = *path;
+         kvrt::cli::set_exit_code(run_check(*args));
+       });
      }});
 
 }  // namespace
