@@ -266,6 +266,10 @@ const bool registered = kvrt::cli::register_command(
        sub.callback([args, prompt, file] {
          // An empty -p "" is a prompt (generation from BOS), not a missing one.
          args->prompt_given = prompt->count() > 0;
+         if (auto model = args->model.get(); !model.ok()) {
+           kvrt::cli::set_exit_code(kvrt::cli::fail("run", model.status()) + 1);
+           return;
+         }
          if (!args->prompt_given && file->count() == 0 && args->prompt_ids.empty() &&
              !args->interactive) {
            std::fprintf(stderr, "kvrt run: give -p TEXT, -f FILE, --prompt-ids or -i\n");

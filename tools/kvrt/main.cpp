@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvrt: %s\n", targets.to_string().c_str());
     return 2;
   }
-  CLI::App app{"kvrt: a runtime for decoder-only language models with in-place KV cache I/O"};
+  CLI::App app{"kvrt: a runtime for decoder-only language models with in-place KV cache I/O",
+               "kvrt"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(kvrt::cli::version_line()));
   app.footer("Run 'kvrt COMMAND --help' for a command's options and examples.");
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (auto refused = kvrt::cli::rewrite_llama_cpp_options(args)) {
     std::fprintf(stderr, "kvrt: %s\n", refused->c_str());
+    return 2;
+  }
+  if (args.empty()) {  // a first run: the commands, not "A subcommand is required"
+    std::fprintf(stderr, "%s", app.help().c_str());
     return 2;
   }
   const std::vector<std::string> names = names_of(commands);

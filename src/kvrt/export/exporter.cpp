@@ -196,6 +196,10 @@ Status check_free_space(const std::string& output_path, uint64_t needed) {
   namespace fs = std::filesystem;
   fs::path dir = fs::absolute(output_path).parent_path();
   std::error_code error;
+  // A directory still to be made is on the file system of its nearest existing parent.
+  while (!fs::exists(dir, error) && dir.has_parent_path() && dir != dir.parent_path()) {
+    dir = dir.parent_path();
+  }
   const fs::space_info space = fs::space(dir, error);
   if (error) return Status();  // unknown: the write itself reports a full disk
   if (space.available < needed) {

@@ -80,7 +80,12 @@ TEST_F(Flags, MisspelledCommandGetsASuggestion) {
   const CliResult result = kvrt("rn models/x -p hi");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.err.find("Did you mean 'kvrt run'?"), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find("export"), std::string::npos) << result.err;  // the list
+  EXPECT_NE(result.err.find("export"), std::string::npos) << result.err;             // the list
+  EXPECT_NE(kvrt("chta").err.find("Did you mean 'kvrt chat'?"), std::string::npos);  // a swap
+  EXPECT_EQ(kvrt("frobnicate").err.find("Did you mean"), std::string::npos);
+  const CliResult nothing = kvrt("");
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.err.find("Subcommands:"), std::string::npos) << nothing.err;
 }
 
 TEST_F(Flags, MisspelledFlagGetsASuggestion) {
