@@ -1,11 +1,12 @@
 #include "line_input.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 
 #ifdef KVRT_HAVE_LIBEDIT
 #include <editline/readline.h>
@@ -57,14 +58,31 @@ std::optional<std::string> read_line(bool terminal) {
   }
 #endif
   if (terminal) std::fprintf(stderr, "> ");
-  std::string text;
-  while (!std::getline(std::cin, text)) {
-    // Ctrl-C at the prompt interrupts the read: ask again rather than quit.
-    if (std::cin.eof() || !g_interrupted.exchange(false)) return std::nullopt;
-    std::cin.clear();
-    std::fprintf(stderr, "\n> ");
+  // read(2), not std::getline: a read that Ctrl-C interrupts (EINTR) must be told from
+  // the end of input, and std::cin reports both as end of file.
+  static std::string pending;
+  for (;;) {
+    if (const size_t end = pending.find('\n'); end != std::string::npos) {
+      std::string line = pending.substr(0, end);
+      pending.erase(0, end + 1);
+      return line;
+    }
+    char buffer[4096];
+    const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof(buffer));
+    if (n > 0) {
+      pending.append(buffer, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      // Ctrl-C at the prompt: ask again rather than quit.
+      if (g_interrupted.exchange(false) && terminal) std::fprintf(stderr, "\n> ");
+      continue;
+    }
+    if (pending.empty()) return std::nullopt;  // end of input (or an unreadable stdin)
+    std::string line = std::move(pending);     // a last line without its newline
+    pending.clear();
+    return line;
   }
-  return text;
 }
 
 }  // namespace kvrt::cli
