@@ -138,13 +138,12 @@ const bool registered = kvrt::cli::register_command(
                       "the CUDA engine needs bf16)")
            ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}))
            ->capture_default_str();
-       sub.add_option("--max-seq", args->max_seq,
-                      "KV cache capacity (default: min(max "
-                      "positions, 2048))")
+       sub.add_option("-c,--ctx-size,--max-seq", args->max_seq,
+                      "KV cache capacity: the longest sequence the program runs")
+           ->default_str("min(max positions, 2048)")
            ->check(CLI::Range(1, 1 << 24));
-       sub.add_option("--max-prompt", args->max_prompt,
-                      "largest prefill length (default: "
-                      "max-seq)")
+       sub.add_option("--max-prompt", args->max_prompt, "largest prefill length")
+           ->default_str("max-seq")
            ->check(CLI::Range(1, 1 << 24));
        sub.add_option("--force-host", args->force_host,
                       "node or op names to keep on the host (comma-separated)")
@@ -161,7 +160,7 @@ const bool registered = kvrt::cli::register_command(
            "finds the tokenizer there when none is beside the file.\n\n"
            "Examples:\n"
            "  kvrt export models/fortune-llama -o model.kvrt\n"
-           "  kvrt export Qwen/Qwen2.5-0.5B -o qwen.kvrt --target cuda --max-seq 4096\n"
+           "  kvrt export Qwen/Qwen2.5-0.5B -o qwen.kvrt --target cuda -c 4096\n"
            "  kvrt export models/fortune-llama -o graphs.json --format graph-json");
        sub.callback([args] { kvrt::cli::set_exit_code(run(*args)); });
      }});

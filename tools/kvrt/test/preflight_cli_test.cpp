@@ -28,6 +28,23 @@ TEST_F(Preflight, TextWithoutATokenizerFailsBeforeTheExport) {
   EXPECT_EQ(kvrt("run ckpt --device cpu --prompt-ids 1,2 -n 2 --json").exit_code, 0);
 }
 
+// A program file without a tokenizer beside it or in its recorded checkpoint: the load
+// says where it looked, instead of failing at the first encode.
+TEST_F(Preflight, ProgramWithoutATokenizerSaysWhereItLooked) {
+  ASSERT_EQ(kvrt("export " + quoted(fixture("llama_gqa").string()) + " -q -o m.kvrt").exit_code, 0);
+  const CliResult result = kvrt("run m.kvrt --device cpu -p hi");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("no tokenizer.json for 'm.kvrt': looked beside it and in the "
+                            "checkpoint it was exported from"),
+            std::string::npos)
+      << result.err;
+  // A tokenizer of another vocabulary is refused against the program's vocabulary.
+  const CliResult other = kvrt("run m.kvrt --device cpu -p hi --tokenizer " +
+                               quoted((model_dir() / "tokenizer.json").string()));
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.err.find("has vocab_size 256"), std::string::npos) << other.err;
+}
+
 TEST_F(Preflight, TokenizerOfAnotherVocabularyIsRefused) {
   fs::copy(fixture("llama_gqa"), work_ / "ckpt");
   fs::copy(model_dir() / "tokenizer.json", work_ / "ckpt" / "tokenizer.json");
