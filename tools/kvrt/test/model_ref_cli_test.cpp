@@ -13,15 +13,22 @@ constexpr const char* kSha = "0123456789abcdef0123456789abcdef01234567";
 
 class ModelRef : public CliTest {
  protected:
-  // hub/models--kvrt-test--fortune/{refs/main, snapshots/<sha>/...} as the hub writes it
-  // (there the files are links into blobs/; plain copies read the same).
+  // hub/models--kvrt-test--fortune as huggingface_hub writes it: refs/<name> holds
+  // a commit sha, snapshots/<sha>/<file> is a relative link to blobs/<file hash>.
   fs::path make_hub(const fs::path& hub) {
     const fs::path repo = hub / "models--kvrt-test--fortune";
     fs::create_directories(repo / "refs");
-    fs::create_directories(repo / "snapshots");
+    fs::create_directories(repo / "blobs");
+    fs::create_directories(repo / "snapshots" / kSha);
     std::ofstream(repo / "refs" / "main") << kSha;  // no newline, as the hub writes it
     std::ofstream(repo / "refs" / "stable") << kSha << "\n";
-    fs::copy(model_dir(), repo / "snapshots" / kSha);
+    int blob = 0;
+    for (const auto& entry : fs::directory_iterator(model_dir())) {
+      const std::string name = "blob" + std::to_string(blob++);
+      fs::copy_file(entry.path(), repo / "blobs" / name);
+      fs::create_symlink(fs::path("../../blobs") / name,
+                         repo / "snapshots" / kSha / entry.path().filename());
+    }
     return repo;
   }
   std::string greedy_args() const { return " --device cpu --json -p 'A computer' -n 4 --temp 0"; }
