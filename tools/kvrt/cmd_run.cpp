@@ -1,7 +1,7 @@
 // `kvrt run MODEL -p TEXT`: stream generated text to stdout, then the numbers people
 // compare runtimes by (prompt length, time to first token, prefill and decode tokens
 // per second, KV-cache bytes copied per step) to stderr; or one JSON object. With -i,
-// a plain-continuation session that keeps the cache between turns.
+// plain continuation turn by turn, keeping the cache between turns.
 #include <unistd.h>
 
 #include <charconv>
@@ -103,8 +103,8 @@ constexpr const char* kInteractiveHelp =
     "/help   this list\n"
     "Ctrl-C  stop the text being written\n";
 
-// One turn of -i; false when the session should end.
-bool interactive_turn(kvrt::Llm& llm, const kvrt::GenerateOptions& options,
+// One turn of -i.
+void interactive_turn(kvrt::Llm& llm, const kvrt::GenerateOptions& options,
                       const std::string& line) {
   auto result = llm.generate(line, options, write_text);
   std::printf("\n");
@@ -116,7 +116,7 @@ bool interactive_turn(kvrt::Llm& llm, const kvrt::GenerateOptions& options,
       std::fprintf(stderr, "(the context holds %zu of %d tokens: /reset starts over)\n",
                    llm.tokens().size(), llm.max_context());
     }
-    return true;  // the session stays usable
+    return;  // later turns still run
   }
   if (kvrt::cli::take_interrupt()) std::fprintf(stderr, "(stopped)\n");
   if (result->stats.stop_reason == kvrt::StopReason::kMaxContext) {
@@ -124,7 +124,6 @@ bool interactive_turn(kvrt::Llm& llm, const kvrt::GenerateOptions& options,
                  llm.max_context());
   }
   print_stats(llm, result->stats);
-  return true;
 }
 
 int run_interactive(kvrt::Llm& llm, const kvrt::GenerateOptions& options, const RunArgs& args) {

@@ -146,7 +146,7 @@ TEST_F(Flags, InteractiveRefusesJsonAndTakesThePromptAsTheFirstTurn) {
 namespace kvrt::cli_test {
 namespace {
 
-// Commands of -i are not sent to the model; /quit ends the session.
+// Commands of -i are not sent to the model; /quit ends the run.
 TEST_F(Flags, InteractiveCommandsAreNotPrompts) {
   const CliResult result =
       kvrt("run " + quoted(model_dir().string()) + " --device cpu -i -n 3 --temp 0", "", {},

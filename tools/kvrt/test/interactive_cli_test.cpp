@@ -1,5 +1,5 @@
 // `kvrt run -i` and `kvrt chat` with a person at the keyboard: Ctrl-C stops the reply
-// and the session goes on (it used to end the process), and a full context says how
+// and the conversation goes on (it used to end the process), and a full context says how
 // to go on instead of failing every later turn.
 #include <fcntl.h>
 #include <poll.h>
@@ -57,7 +57,7 @@ class Interactive : public CliTest {
   }
 
   // Ctrl-C once the first reply has started; then one more turn, then /quit.
-  void ctrl_c_keeps_the_session(const std::vector<std::string>& args) {
+  void ctrl_c_keeps_the_conversation(const std::vector<std::string>& args) {
     ::signal(SIGPIPE, SIG_IGN);  // a child that died is reported below, not by SIGPIPE
     int to_child = -1, from_child = -1;
     const pid_t pid = spawn(args, &to_child, &from_child);
@@ -81,15 +81,16 @@ class Interactive : public CliTest {
   }
 };
 
-TEST_F(Interactive, CtrlCInRunStopsTheReplyNotTheSession) {
-  ctrl_c_keeps_the_session({"run", model_dir().string(), "--device", "cpu", "-i", "-n", "200",
-                            "--ignore-eos", "--temp", "0"});
+TEST_F(Interactive, CtrlCInRunStopsTheReplyNotTheConversation) {
+  ctrl_c_keeps_the_conversation({"run", model_dir().string(), "--device", "cpu", "-i", "-n", "200",
+                                 "--ignore-eos", "--temp", "0"});
 }
 
-TEST_F(Interactive, CtrlCInChatStopsTheReplyNotTheSession) {
-  ctrl_c_keeps_the_session({"chat", model_dir().string(), "--device", "cpu", "--chat-template",
-                            (fs::path(source_dir()) / "tests/fixtures/serve/chat.jinja").string(),
-                            "-n", "200", "--temp", "0"});
+TEST_F(Interactive, CtrlCInChatStopsTheReplyNotTheConversation) {
+  ctrl_c_keeps_the_conversation(
+      {"chat", model_dir().string(), "--device", "cpu", "--chat-template",
+       (fs::path(source_dir()) / "tests/fixtures/serve/chat.jinja").string(), "-n", "200", "--temp",
+       "0"});
 }
 
 // Turns that no longer fit the context say how to go on; /reset does.
