@@ -7,7 +7,7 @@
 //                     from HF transformers): prefill, then decode the greedy tokens one
 //                     at a time; every step's logits within --atol, every argmax equal.
 //   cache copies (F2) bytes copied per decode step for the mutable buffers.
-// MODEL is a program file or a checkpoint directory (exported to a temporary file).
+// MODEL is a program file or a checkpoint directory (exported once into the cache).
 // Exit status: 0 all checks pass, 1 a check fails, 2 the model could not be loaded.
 #include <unistd.h>
 
@@ -22,6 +22,7 @@
 
 #include "command.h"
 #include "flags.h"
+#include "kvrt/api/export_cache.h"
 #include "kvrt/export/exporter.h"
 #include "kvrt/runtime/module.h"
 
@@ -93,21 +94,22 @@ float max_abs_diff(std::span<const float> a, std::span<const float> b) {
   return worst;
 }
 
-// A program file path for MODEL: itself, or a temporary export of the checkpoint.
-Result<std::string> program_path(const CheckArgs& args, kvrt::Device device, bool* temporary) {
-  *temporary = false;
+// A program file path for MODEL: itself, or the cached program of the checkpoint
+// (exported on first use).
+Result<std::string> program_path(const CheckArgs& args, kvrt::Device device) {
   if (!fs::is_directory(args.model)) return args.model;
-  kvrt::exporter::ExportOptions options;
+  kvrt::ExportRequest request;
+  request.checkpoint_dir = args.model;
+  request.max_seq = args.max_seq;
   // The CUDA engine keeps the KV cache in bf16.
-  options.cache_dtype = device.is_cuda() ? kvrt::DType::kBF16 : kvrt::DType::kF32;
-  options.checkpoint_dir = args.model;
-  options.output_path =
-      (fs::temp_directory_path() / ("kvrt_check_" + std::to_string(::getpid()) + ".kvrt")).string();
-  options.max_seq = args.max_seq;
-  KVRT_RETURN_IF_ERROR(kvrt::exporter::export_checkpoint(options).status());
-  std::printf("exported %s to a temporary program\n", args.model.c_str());
-  *temporary = true;
-  return options.output_path;
+  request.cache_dtype = device.is_cuda() ? kvrt::DType::kBF16 : kvrt::DType::kF32;
+  KVRT_ASSIGN_OR_RETURN(uint64_t limit, kvrt::ExportCache::default_limit());
+  bool exported = false;
+  KVRT_ASSIGN_OR_RETURN(std::string path,
+                        kvrt::ExportCache({}, limit).get_or_export(request, &exported));
+  std::printf("%s %s: %s\n", exported ? "exported" : "cached program of", args.model.c_str(),
+              path.c_str());
+  return path;
 }
 
 int64_t cache_bytes(const Module& module) {
@@ -229,14 +231,12 @@ int run_check(const CheckArgs& args) {
     std::fprintf(stderr, "kvrt check: %s\n", device.status().to_string().c_str());
     return 2;
   }
-  bool temporary = false;
-  Result<std::string> path = program_path(args, *device, &temporary);
+  Result<std::string> path = program_path(args, *device);
   if (!path.ok()) {
     std::fprintf(stderr, "kvrt check: %s\n", path.status().to_string().c_str());
     return 2;
   }
   Result<std::shared_ptr<const Program>> program = Program::load(*path);
-  if (temporary) fs::remove(*path);  // the mapping keeps the bytes
   if (!program.ok()) {
     std::fprintf(stderr, "kvrt check: %s\n", program.status().to_string().c_str());
     return 2;

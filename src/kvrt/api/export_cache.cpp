@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "kvrt/core/temp_file.h"
+#include "kvrt/export/exporter.h"
 
 namespace kvrt {
 
@@ -25,7 +26,7 @@ namespace {
 
 // Bump when the exporter's output changes for the same input: old programs are then
 // never reused (they age out by the size limit or `kvrt cache clean`).
-// 2: next_token; 3: producer.generation.config
+// 2: next_token; 3: producer.generation.config, max_prompt in the key
 constexpr std::string_view kExporterVersion = "kvrt-0.1.0-program-3";
 constexpr const char* kHashMemo = "content-hashes.json";
 
@@ -207,8 +208,8 @@ Result<std::string> ExportCache::content_hash(const std::string& file) {
   return hash;
 }
 
-Result<ProgramKey> ExportCache::key(const std::string& checkpoint_dir, int64_t max_seq,
-                                    DType cache_dtype) {
+Result<ProgramKey> ExportCache::key(const ExportRequest& request) {
+  const std::string& checkpoint_dir = request.checkpoint_dir;
   std::error_code error;
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(checkpoint_dir, error)) {
@@ -220,8 +221,9 @@ Result<ProgramKey> ExportCache::key(const std::string& checkpoint_dir, int64_t m
   std::sort(files.begin(), files.end());
   Hasher hasher;
   hasher.update(kExporterVersion);
-  hasher.update(std::to_string(max_seq));
-  hasher.update(dtype_name(cache_dtype));
+  hasher.update(std::to_string(request.max_seq));
+  hasher.update(std::to_string(request.max_prompt));
+  hasher.update(dtype_name(request.cache_dtype));
   for (const fs::path& file : files) {
     const std::string name = file.filename().string();
     const bool config = name == "config.json" || name == "generation_config.json" ||
@@ -235,7 +237,34 @@ Result<ProgramKey> ExportCache::key(const std::string& checkpoint_dir, int64_t m
       hasher.update(hash);
     }
   }
-  return ProgramKey{hasher.hex(), max_seq, cache_dtype};
+  return ProgramKey{hasher.hex(), request.max_seq, request.max_prompt, request.cache_dtype};
+}
+
+Result<std::string> ExportCache::get_or_export(const ExportRequest& request, bool* exported) {
+  if (exported != nullptr) *exported = false;
+  std::error_code error;
+  fs::create_directories(dir_, error);
+  if (error) {
+    return invalid_argument("cannot create cache directory '", dir_, "': ", error.message());
+  }
+  KVRT_ASSIGN_OR_RETURN(ProgramKey program_key, key(request));
+  if (auto cached = find(program_key)) {
+    (void)record_use(*cached, program_key, request.checkpoint_dir);  // a stale time is no error
+    return *cached;
+  }
+  const std::string program = path_for(program_key, request.checkpoint_dir);
+  exporter::ExportOptions options;
+  options.checkpoint_dir = request.checkpoint_dir;
+  options.output_path = program;
+  options.max_seq = request.max_seq;
+  options.max_prompt = request.max_prompt;
+  options.cache_dtype = request.cache_dtype;
+  options.progress = request.progress;
+  KVRT_RETURN_IF_ERROR(exporter::export_checkpoint(options).status());
+  if (exported != nullptr) *exported = true;
+  (void)record_use(program, program_key, request.checkpoint_dir);
+  KVRT_RETURN_IF_ERROR(evict(program).status());
+  return program;
 }
 
 std::optional<std::string> ExportCache::find(const ProgramKey& key) const {
@@ -259,6 +288,7 @@ Status ExportCache::record_use(const std::string& program, const ProgramKey& key
       {"source", fs::absolute(source, error).lexically_normal().string()},
       {"last_used_ns", now_ns()},
       {"max_seq", key.max_seq},
+      {"max_prompt", key.max_prompt},
       {"cache_dtype", dtype_name(key.cache_dtype)}};
   return write_json_atomically(sidecar_of(program), sidecar);
 }

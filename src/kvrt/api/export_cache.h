@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +35,19 @@ struct CachedProgram {
   std::string cache_dtype;
 };
 
+// What is asked of an export: the checkpoint and the options that change the program.
+struct ExportRequest {
+  std::string checkpoint_dir;
+  int64_t max_seq = 0;     // 0: the exporter's default
+  int64_t max_prompt = 0;  // 0: max_seq
+  DType cache_dtype = DType::kF32;
+  std::function<void(uint64_t done, uint64_t total)> progress;  // weight bytes written
+};
+
 struct ProgramKey {
   std::string hash;  // 16 hex digits
   int64_t max_seq = 0;
+  int64_t max_prompt = 0;
   DType cache_dtype = DType::kF32;
 };
 
@@ -57,7 +68,11 @@ class ExportCache {
 
   // The key of the program exporting checkpoint_dir with these options would write.
   // Errors name the file that could not be read.
-  Result<ProgramKey> key(const std::string& checkpoint_dir, int64_t max_seq, DType cache_dtype);
+  Result<ProgramKey> key(const ExportRequest& request);
+  // The cached program for `request`, exported first when there is none (after which
+  // programs past the limit are evicted); the use is recorded. *exported says whether
+  // it was exported now. Errors are the exporter's, or name the cache directory.
+  Result<std::string> get_or_export(const ExportRequest& request, bool* exported = nullptr);
   // The cached program with this key, if any (any name: the first checkpoint names it).
   std::optional<std::string> find(const ProgramKey& key) const;
   // Where a new program with this key goes, named after the checkpoint.

@@ -50,32 +50,16 @@ Result<std::string> export_cached(const std::string& dir, const LoadOptions& opt
   if (limit == 0) {
     KVRT_ASSIGN_OR_RETURN(limit, ExportCache::default_limit());
   }
-  ExportCache cache(options.cache_dir, limit);
-  std::error_code error;
-  fs::create_directories(cache.dir(), error);
-  if (error) {
-    return invalid_argument("cannot create cache directory '", cache.dir(), "': ", error.message());
-  }
-  KVRT_ASSIGN_OR_RETURN(ProgramKey key, cache.key(dir, options.max_seq, cache_dtype_for(device)));
-  if (auto cached = cache.find(key)) {
-    (void)cache.record_use(*cached, key, dir);  // a stale last-use time is no error
-    return *cached;
-  }
-  const std::string program = cache.path_for(key, dir);
-  exporter::ExportOptions export_options;
-  export_options.checkpoint_dir = dir;
-  export_options.output_path = program;
-  export_options.max_seq = options.max_seq;
-  export_options.cache_dtype = key.cache_dtype;
+  ExportRequest request;
+  request.checkpoint_dir = dir;
+  request.max_seq = options.max_seq;
+  request.cache_dtype = cache_dtype_for(device);
   if (options.progress) {
-    export_options.progress = [&](uint64_t done, uint64_t total) {
+    request.progress = [&](uint64_t done, uint64_t total) {
       options.progress("export", done, total);
     };
   }
-  KVRT_RETURN_IF_ERROR(exporter::export_checkpoint(export_options).status());
-  (void)cache.record_use(program, key, dir);
-  KVRT_RETURN_IF_ERROR(cache.evict(program).status());
-  return program;
+  return ExportCache(options.cache_dir, limit).get_or_export(request);
 }
 
 // A program file's tokenizer.json: the option, else beside the file, else in the

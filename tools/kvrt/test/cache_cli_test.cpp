@@ -91,6 +91,25 @@ TEST_F(Cache, LimitEvictsTheLeastRecentlyUsed) {
   EXPECT_NE(bad.err.find("KVRT_CACHE_LIMIT"), std::string::npos) << bad.err;
 }
 
+// kvrt check and kvrt bench export a checkpoint once too, instead of on every run.
+TEST_F(Cache, CheckAndBenchReuseTheirPrograms) {
+  const std::string check = "check " + quoted(fixture("llama_gqa").string()) + " --timing-steps 1";
+  const CliResult first = kvrt(check);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("exported "), std::string::npos) << first.out;
+  const CliResult second = kvrt(check);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("cached program of "), std::string::npos) << second.out;
+  EXPECT_EQ(programs_in_cache(), 1u);
+  const std::string bench =
+      "bench " + quoted(model_dir().string()) + " --device cpu -p 8 -n 4 -d 0 -r 1 --json";
+  ASSERT_EQ(kvrt(bench).exit_code, 0);
+  const CliResult again = kvrt(bench);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err.find("exporting"), std::string::npos) << again.err;
+  EXPECT_EQ(programs_in_cache(), 2u);
+}
+
 TEST_F(Cache, CleanRemovesEverything) {
   ASSERT_EQ(run(model_dir()).exit_code, 0);
   const CliResult clean = kvrt("cache clean");

@@ -26,7 +26,10 @@ class ExportCacheTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string key(const fs::path& checkpoint, int64_t max_seq = 0) {
     ExportCache cache((dir_ / "cache").string());
-    auto result = cache.key(checkpoint.string(), max_seq, DType::kF32);
+    ExportRequest request;
+    request.checkpoint_dir = checkpoint.string();
+    request.max_seq = max_seq;
+    auto result = cache.key(request);
     EXPECT_TRUE(result.ok()) << result.status().to_string();
     return result.ok() ? result->hash : "";
   }
@@ -54,7 +57,7 @@ TEST_F(ExportCacheTest, KeyFollowsContentNotPathOrTime) {
 TEST_F(ExportCacheTest, EvictionRemovesTheLeastRecentlyUsedFirst) {
   ExportCache cache((dir_ / "cache").string(), 25);
   fs::create_directories(cache.dir());
-  ProgramKey key{"0000000000000000", 0, DType::kF32};
+  ProgramKey key{"0000000000000000", 0, 0, DType::kF32};
   std::vector<std::string> programs;
   for (const char* name : {"a", "b", "c"}) {
     programs.push_back((fs::path(cache.dir()) / (std::string(name) + "-k.kvrt")).string());
