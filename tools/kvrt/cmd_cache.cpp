@@ -25,6 +25,17 @@ std::string local_time(int64_t seconds) {
   return text;
 }
 
+// ".../hub/models--org--name/snapshots/<sha>" reads as "org/name@<sha> (hub)".
+std::string source_name(const std::string& source) {
+  const size_t repo = source.rfind("/models--");
+  const size_t snapshots = source.find("/snapshots/", repo == std::string::npos ? 0 : repo);
+  if (repo == std::string::npos || snapshots == std::string::npos) return source;
+  std::string name = source.substr(repo + 9, snapshots - repo - 9);
+  const size_t dashes = name.find("--");
+  if (dashes != std::string::npos) name = name.substr(0, dashes) + "/" + name.substr(dashes + 2);
+  return name + "@" + source.substr(snapshots + 11, 12) + " (" + source + ")";
+}
+
 int list(const CacheArgs& args) {
   auto limit = kvrt::ExportCache::default_limit();
   if (!limit.ok()) return kvrt::cli::fail("cache", limit.status());
@@ -62,7 +73,7 @@ int list(const CacheArgs& args) {
                   program.cache_dtype;
     std::printf("%-10s  %-16s  %-12s  %s\n", kvrt::human_bytes(program.bytes).c_str(),
                 local_time(program.last_used).c_str(), options.c_str(),
-                program.source.empty() ? "(unknown)" : program.source.c_str());
+                program.source.empty() ? "(unknown)" : source_name(program.source).c_str());
   }
   return 0;
 }

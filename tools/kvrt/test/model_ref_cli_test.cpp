@@ -50,6 +50,11 @@ TEST_F(ModelRef, HubReferenceResolvesThroughHfHubCache) {
     ASSERT_EQ(result.exit_code, 0) << reference << ": " << result.err;
     EXPECT_EQ(nlohmann::json::parse(result.out)["ids"], ids) << reference;
   }
+  // kvrt cache list names the hub model.
+  const CliResult listed = kvrt("cache list");
+  EXPECT_NE(listed.out.find(std::string("kvrt-test/fortune@") + std::string(kSha).substr(0, 12)),
+            std::string::npos)
+      << listed.out;
   // The models--org--name folder itself, with and without a trailing slash.
   for (const std::string& folder : {repo.string(), repo.string() + "/"}) {
     const CliResult result = kvrt("run " + quoted(folder) + greedy_args());
