@@ -11,7 +11,8 @@
 #   Qwen/Qwen2.5-0.5B-Instruct  a Hugging Face cache ($HF_HUB_CACHE) whose snapshot is
 #                          the bundled model, laid out as huggingface_hub writes it
 # and two substitutions keep the run bounded: `serve` gets --port 0 (8080 may be taken)
-# and is stopped once it answers /health; `chat` reads one line from stdin. A
+# and is stopped once it answers /health (and, with a chat template, the README's
+# curl request, sent to the port it took); `chat` reads one line from stdin. A
 # `--device cuda` or `-ngl 99` command on a machine without CUDA must fail saying why.
 #   readme_commands_test.sh SOURCE_DIR KVRT_BINARY
 set -uo pipefail
@@ -49,6 +50,12 @@ mapfile -t commands < <(awk '
     if (line ~ /\\$/) { sub(/ *\\$/, " ", line); joined = joined line; more = 1; next }
     print joined line; joined = ""; more = 0
   }' "$src/README.md" | sed -E 's/ +# [^"]*$//' | awk '!seen[$0]++')
+# The curl request of the serve section: from "curl" to the line that closes its body.
+curl_command=$(awk '/^    curl / { on = 1 } on { print; if ($0 ~ /'"'"'$/) exit }' "$src/README.md")
+if [ -z "$curl_command" ]; then
+  echo "no curl request in README.md"
+  exit 1
+fi
 if [ ${#commands[@]} -lt 10 ]; then
   echo "found only ${#commands[@]} commands in README.md"
   exit 1
@@ -73,6 +80,15 @@ for command in "${commands[@]}"; do
     done
     if [ -n "${port:-}" ] && { ! command -v curl >/dev/null ||
          curl -sf "http://127.0.0.1:$port/health" >/dev/null; }; then ok=0; fi
+    # The README's curl request, against the server that has a chat template.
+    if [ $ok -eq 0 ] && [[ "$line" == *--chat-template* ]] && command -v curl >/dev/null; then
+      request=${curl_command//8080/$port}
+      echo "== $request"
+      if ! eval "$request" | grep -q '"choices"'; then
+        echo "FAILED: the README's curl request"
+        ok=1
+      fi
+    fi
     kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     [ $ok -eq 0 ] || { echo "FAILED: serve did not answer"; cat serve.err; failures=$((failures + 1)); }
