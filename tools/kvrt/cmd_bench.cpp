@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "command.h"
+#include "flags.h"
+#include "kvrt/api/export_cache.h"
 #include "kvrt/delegate/engine_delegate.h"
 #include "kvrt/engine/builtin_targets.h"
 #include "kvrt/export/exporter.h"
@@ -33,7 +35,8 @@ using kvrt::runtime::Module;
 using Clock = std::chrono::steady_clock;
 
 struct BenchArgs {
-  std::string model;
+  kvrt::cli::ModelArg model_arg;
+  std::string model;  // resolved from model_arg
   int prompt = 512;
   int generate = 128;
   std::string depths = "0,4096";
@@ -83,22 +86,22 @@ double copy_bandwidth(kvrt::Device device) {
   return median(gbs);
 }
 
-Result<std::string> program_for(const BenchArgs& args, kvrt::Device device, int64_t max_seq,
-                                bool* temporary) {
-  *temporary = false;
+// MODEL itself, or the cached program of the checkpoint (exported on first use).
+Result<std::string> program_for(const BenchArgs& args, kvrt::Device device, int64_t max_seq) {
   if (!fs::is_directory(args.model)) return args.model;
-  kvrt::exporter::ExportOptions options;
-  options.checkpoint_dir = args.model;
-  options.output_path =
-      (fs::temp_directory_path() / ("kvrt_bench_" + std::to_string(::getpid()) + ".kvrt")).string();
-  options.max_seq = max_seq;
-  options.max_prompt = std::min<int64_t>(max_seq, 512);
-  options.cache_dtype = device.is_cuda() ? kvrt::DType::kBF16 : kvrt::DType::kF32;
-  std::fprintf(stderr, "exporting %s (max_seq %lld)\n", args.model.c_str(),
-               static_cast<long long>(max_seq));
-  KVRT_RETURN_IF_ERROR(kvrt::exporter::export_checkpoint(options).status());
-  *temporary = true;
-  return options.output_path;
+  kvrt::ExportRequest request;
+  request.checkpoint_dir = args.model;
+  request.max_seq = max_seq;
+  request.max_prompt = std::min<int64_t>(max_seq, 512);
+  request.cache_dtype = device.is_cuda() ? kvrt::DType::kBF16 : kvrt::DType::kF32;
+  request.progress = [&args, max_seq, said = false](uint64_t, uint64_t) mutable {
+    if (said) return;
+    said = true;
+    std::fprintf(stderr, "exporting %s (max_seq %lld) into the cache\n", args.model.c_str(),
+                 static_cast<long long>(max_seq));
+  };
+  KVRT_ASSIGN_OR_RETURN(uint64_t limit, kvrt::ExportCache::default_limit());
+  return kvrt::ExportCache({}, limit).get_or_export(request);
 }
 
 // Times a stretch of the module's work: events on its stream where the device keeps
@@ -275,12 +278,10 @@ int run_bench(const BenchArgs& args) {
   if (!device.ok()) return fail(device.status());
   const int max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
   const int64_t max_seq = max_depth + args.prompt + args.generate + 1;
-  bool temporary = false;
-  Result<std::string> path = program_for(args, *device, max_seq, &temporary);
+  Result<std::string> path = program_for(args, *device, max_seq);
   if (!path.ok()) return fail(path.status());
   const auto load_start = Clock::now();
   auto module = Module::load(*path, {.device = *device});
-  if (temporary) fs::remove(*path);
   if (!module.ok()) return fail(module.status());
   const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
   if ((*module)->max_seq_len() < max_seq) {
@@ -330,7 +331,7 @@ const bool registered = kvrt::cli::register_command(
     {"bench", "Benchmark prompt processing and token generation at cache depths",
      [](CLI::App& sub) {
        auto args = std::make_shared<BenchArgs>();
-       sub.add_option("model", args->model, "program file or checkpoint directory")->required();
+       kvrt::cli::add_model_arg(sub, args->model_arg);
        sub.add_option("-p,--n-prompt", args->prompt, "prompt tokens (pp)")
            ->capture_default_str()
            ->check(CLI::Range(0, 1 << 24));
@@ -349,7 +350,20 @@ const bool registered = kvrt::cli::register_command(
            ->capture_default_str()
            ->check(CLI::Range(0, 64));
        sub.add_flag("--json", args->json, "print JSON instead of a table");
-       sub.callback([args] { kvrt::cli::set_exit_code(run_bench(*args)); });
+       sub.footer(
+           "Like llama-bench: ppN is a prompt of N tokens, tgN N generated tokens, each at\n"
+           "every cache depth -d, the median of -r repetitions after a warm-up. tg also\n"
+           "reports the bytes a step reads (weights and live cache) per second. A checkpoint\n"
+           "directory is exported once into the cache (kvrt cache list). docs/performance.md.\n\n"
+           "Examples:\n"
+           "  kvrt bench models/fortune-llama -p 64 -n 32 -d 0,256\n"
+           "  kvrt bench model.kvrt --device cuda -p 512 -n 128 -d 0,4096 --json");
+       sub.callback([args] {
+         auto path = kvrt::cli::model_path_or_report(args->model_arg, "bench");
+         if (!path) return kvrt::cli::set_exit_code(1);
+         args->model = *path;
+         kvrt::cli::set_exit_code(run_bench(*args));
+       });
      }});
 
 }  // namespace

@@ -7,7 +7,7 @@
 //                     from HF transformers): prefill, then decode the greedy tokens one
 //                     at a time; every step's logits within --atol, every argmax equal.
 //   cache copies (F2) bytes copied per decode step for the mutable buffers.
-// MODEL is a program file or a checkpoint directory (exported to a temporary file).
+// MODEL is a program file or a checkpoint directory (exported once into the cache).
 // Exit status: 0 all checks pass, 1 a check fails, 2 the model could not be loaded.
 #include <unistd.h>
 
@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "command.h"
+#include "flags.h"
+#include "kvrt/api/export_cache.h"
 #include "kvrt/export/exporter.h"
 #include "kvrt/runtime/module.h"
 
@@ -33,7 +35,8 @@ using kvrt::runtime::Module;
 using kvrt::runtime::Program;
 
 struct CheckArgs {
-  std::string model;
+  kvrt::cli::ModelArg model_arg;
+  std::string model;  // resolved from model_arg
   std::string reference;
   std::string bf16_reference;  // HF's own bf16 error on the reference tokens (G2, GPU)
   double atol = -1;            // < 0: 1e-4 in f32, the bf16 rule on a CUDA device
@@ -91,21 +94,22 @@ float max_abs_diff(std::span<const float> a, std::span<const float> b) {
   return worst;
 }
 
-// A program file path for MODEL: itself, or a temporary export of the checkpoint.
-Result<std::string> program_path(const CheckArgs& args, kvrt::Device device, bool* temporary) {
-  *temporary = false;
+// A program file path for MODEL: itself, or the cached program of the checkpoint
+// (exported on first use).
+Result<std::string> program_path(const CheckArgs& args, kvrt::Device device) {
   if (!fs::is_directory(args.model)) return args.model;
-  kvrt::exporter::ExportOptions options;
+  kvrt::ExportRequest request;
+  request.checkpoint_dir = args.model;
+  request.max_seq = args.max_seq;
   // The CUDA engine keeps the KV cache in bf16.
-  options.cache_dtype = device.is_cuda() ? kvrt::DType::kBF16 : kvrt::DType::kF32;
-  options.checkpoint_dir = args.model;
-  options.output_path =
-      (fs::temp_directory_path() / ("kvrt_check_" + std::to_string(::getpid()) + ".kvrt")).string();
-  options.max_seq = args.max_seq;
-  KVRT_RETURN_IF_ERROR(kvrt::exporter::export_checkpoint(options).status());
-  std::printf("exported %s to a temporary program\n", args.model.c_str());
-  *temporary = true;
-  return options.output_path;
+  request.cache_dtype = device.is_cuda() ? kvrt::DType::kBF16 : kvrt::DType::kF32;
+  KVRT_ASSIGN_OR_RETURN(uint64_t limit, kvrt::ExportCache::default_limit());
+  bool exported = false;
+  KVRT_ASSIGN_OR_RETURN(std::string path,
+                        kvrt::ExportCache({}, limit).get_or_export(request, &exported));
+  std::printf("%s %s: %s\n", exported ? "exported" : "cached program of", args.model.c_str(),
+              path.c_str());
+  return path;
 }
 
 int64_t cache_bytes(const Module& module) {
@@ -227,14 +231,12 @@ int run_check(const CheckArgs& args) {
     std::fprintf(stderr, "kvrt check: %s\n", device.status().to_string().c_str());
     return 2;
   }
-  bool temporary = false;
-  Result<std::string> path = program_path(args, *device, &temporary);
+  Result<std::string> path = program_path(args, *device);
   if (!path.ok()) {
     std::fprintf(stderr, "kvrt check: %s\n", path.status().to_string().c_str());
     return 2;
   }
   Result<std::shared_ptr<const Program>> program = Program::load(*path);
-  if (temporary) fs::remove(*path);  // the mapping keeps the bytes
   if (!program.ok()) {
     std::fprintf(stderr, "kvrt check: %s\n", program.status().to_string().c_str());
     return 2;
@@ -300,22 +302,40 @@ const bool registered = kvrt::cli::register_command(
     {"check", "Check a model end to end: cache persistence (G1), reference logits (G2)",
      [](CLI::App& sub) {
        auto args = std::make_shared<CheckArgs>();
-       sub.add_option("model", args->model, "program file or checkpoint directory")->required();
+       kvrt::cli::add_model_arg(sub, args->model_arg);
        sub.add_option("--reference", args->reference,
                       "reference.json with prompt_ids, greedy_ids, step_logits");
        sub.add_option("--atol", args->atol,
                       "largest accepted |logit difference| (default: 1e-4; on a CUDA device "
-                      "1.5 x HF bf16's own error from the bf16 reference)");
+                      "1.5 x HF bf16's own error from the bf16 reference)")
+           ->default_str("auto");
        sub.add_option("--bf16-reference", args->bf16_reference,
                       "HF bf16 error figures (default on CUDA: reference_bf16.json beside "
                       "--reference)");
        sub.add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-       sub.add_option("--threads", args->threads, "CPU threads (0: default)")
+       sub.add_option("-t,--threads", args->threads, "CPU threads (0: default)")
            ->check(CLI::Range(0, 1024));
-       sub.add_option("--max-seq", args->max_seq, "cache capacity when exporting a checkpoint");
+       sub.add_option("-c,--ctx-size,--max-seq", args->max_seq,
+                      "cache capacity when exporting a checkpoint");
        sub.add_option("--timing-steps", args->timing_steps, "decode steps to time")
            ->capture_default_str();
-       sub.callback([args] { kvrt::cli::set_exit_code(run_check(*args)); });
+       sub.footer(
+           "persistence (G1): a decode at position 1 after one at 0 must differ from one on a\n"
+           "fresh cache and match a prefill of both tokens. reference (G2): prefill, then\n"
+           "each greedy step's logits within --atol of HF transformers' and every argmax\n"
+           "equal. cache copies (F2): bytes copied per decode step (0 when bound in place).\n"
+           "Exit status: 0 all checks pass, 1 a check fails, 2 the model could not be loaded.\n\n"
+           "Examples:\n"
+           "  kvrt check model.kvrt --reference reference.json\n"
+           "  kvrt check tests/fixtures/llama_gqa --reference "
+           "tests/fixtures/llama_gqa/reference.json\n"
+           "  kvrt check MODEL --device cuda --reference reference.json   # the bf16 rule");
+       sub.callback([args] {
+         auto path = kvrt::cli::model_path_or_report(args->model_arg, "check");
+         if (!path) return kvrt::cli::set_exit_code(2);  // could not be loaded
+         args->model = *path;
+         kvrt::cli::set_exit_code(run_check(*args));
+       });
      }});
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "command.h"
+#include "flags.h"
+#include "kvrt/api/preflight.h"
 #include "kvrt/export/exporter.h"
 
 namespace {
@@ -70,8 +72,15 @@ int run(const Args& args) {
     std::fprintf(stderr, "kvrt export: error: %s\n", status.to_string().c_str());
     return 1;
   };
+  auto checkpoint = kvrt::cli::resolve_model_path(args.checkpoint);
+  if (!checkpoint.ok()) return fail(checkpoint.status());
+  // The config and a tokenizer that does not fit the vocabulary fail now, not after
+  // minutes of writing weights.
+  if (auto checked = preflight_checkpoint(*checkpoint, "", false); !checked.ok()) {
+    return fail(checked.status());
+  }
   exporter::ExportOptions options;
-  options.checkpoint_dir = args.checkpoint;
+  options.checkpoint_dir = *checkpoint;
   options.output_path = args.output;
   if (!args.dtype.empty()) {
     auto dtype = parse_dtype(args.dtype);
@@ -116,8 +125,8 @@ const bool registered = kvrt::cli::register_command(
      [](CLI::App& sub) {
        auto args = std::make_shared<Args>();
        sub.add_option("checkpoint", args->checkpoint,
-                      "checkpoint directory (config.json, "
-                      "*.safetensors)")
+                      "Checkpoint directory (config.json, *.safetensors) or org/name[@revision] "
+                      "from the Hugging Face cache")
            ->required();
        sub.add_option("-o,--output", args->output, "output file")->required();
        sub.add_option("--dtype", args->dtype,
@@ -129,13 +138,12 @@ const bool registered = kvrt::cli::register_command(
                       "the CUDA engine needs bf16)")
            ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}))
            ->capture_default_str();
-       sub.add_option("--max-seq", args->max_seq,
-                      "KV cache capacity (default: min(max "
-                      "positions, 2048))")
+       sub.add_option("-c,--ctx-size,--max-seq", args->max_seq,
+                      "KV cache capacity: the longest sequence the program runs")
+           ->default_str("min(max positions, 2048)")
            ->check(CLI::Range(1, 1 << 24));
-       sub.add_option("--max-prompt", args->max_prompt,
-                      "largest prefill length (default: "
-                      "max-seq)")
+       sub.add_option("--max-prompt", args->max_prompt, "largest prefill length")
+           ->default_str("max-seq")
            ->check(CLI::Range(1, 1 << 24));
        sub.add_option("--force-host", args->force_host,
                       "node or op names to keep on the host (comma-separated)")
@@ -145,6 +153,15 @@ const bool registered = kvrt::cli::register_command(
        sub.add_option("--target", args->target, "device the blobs are for: cpu, cuda or any")
            ->check(CLI::IsMember({"cpu", "cuda", "any"}));
        sub.add_flag("-q,--quiet", args->quiet, "no progress output");
+       sub.footer(
+           "Checked before any weight is written: config.json (architecture and every field\n"
+           "kvrt reads), a tokenizer.json that fits the vocabulary, and free disk space for\n"
+           "the output. The program records the checkpoint's directory, so `kvrt run FILE`\n"
+           "finds the tokenizer there when none is beside the file.\n\n"
+           "Examples:\n"
+           "  kvrt export models/fortune-llama -o model.kvrt\n"
+           "  kvrt export Qwen/Qwen2.5-0.5B -o qwen.kvrt --target cuda -c 4096\n"
+           "  kvrt export models/fortune-llama -o graphs.json --format graph-json");
        sub.callback([args] { kvrt::cli::set_exit_code(run(*args)); });
      }});
 

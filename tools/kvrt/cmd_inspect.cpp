@@ -187,6 +187,13 @@ const bool registered = kvrt::cli::register_command(
        auto options = std::make_shared<InspectOptions>();
        sub.add_option("file", options->path, "File to describe")->required();
        sub.add_flag("--json", options->json, "Print one JSON object instead of text");
+       sub.footer(
+           "A program file: its methods, bindings in delegate-argument order, aliases, the\n"
+           "memory plan, mutable buffers and the bytes each decode step copies (F3). An\n"
+           "engine file or a delegate blob: its header, features and bindings.\n\n"
+           "Examples:\n"
+           "  kvrt inspect model.kvrt\n"
+           "  kvrt inspect model.kvrt --json");
        sub.callback([options] {
          const Status status = inspect(*options);
          if (!status.ok()) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "command.h"
+#include "flags.h"
 #include "kvrt/api/kvrt.h"
 #include "kvrt/serve/completion_service.h"
 #include "kvrt/serve/server.h"
@@ -18,13 +19,11 @@
 namespace {
 
 struct ServeArgs {
-  std::string model;
+  kvrt::cli::ModelArg model_arg;
+  std::string model;  // resolved from model_arg
+  kvrt::cli::LoadFlags load;
   std::string model_name;
   std::string chat_template;
-  std::string tokenizer;
-  std::string device = "auto";
-  int threads = 0;
-  int64_t max_seq = 0;
   kvrt::serve::ServerOptions server;
 };
 
@@ -33,10 +32,17 @@ int fail(const kvrt::Status& status) {
   return 1;
 }
 
-std::string default_model_name(const std::string& path) {
+// The id clients send: org/name for a hub reference, else the file or directory name.
+std::string default_model_name(const std::string& path, const kvrt::cli::ModelArg& given) {
+  const std::string reference = given.get().ok() ? *given.get() : path;
+  if (reference != path && !std::filesystem::exists(reference)) {
+    return reference.substr(0, reference.find('@'));
+  }
   std::filesystem::path normal = std::filesystem::path(path).lexically_normal();
   if (normal.filename().empty()) normal = normal.parent_path();
-  const std::string stem = normal.stem().string();
+  // A directory's whole name ("Qwen2.5-0.5B"); a program file's without ".kvrt".
+  const std::string stem =
+      std::filesystem::is_directory(path) ? normal.filename().string() : normal.stem().string();
   return stem.empty() ? "model" : stem;
 }
 
@@ -52,20 +58,15 @@ int serve(ServeArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  kvrt::LoadOptions load;
-  load.device = args.device;
-  load.tokenizer_path = args.tokenizer;
-  load.num_threads = args.threads;
-  load.max_seq = args.max_seq;
-  auto llm = kvrt::Llm::load(args.model, load);
+  auto load = kvrt::cli::load_options(args.load);
+  if (!load.ok()) return fail(load.status());
+  load->require_tokenizer = true;
+  auto llm = kvrt::Llm::load(args.model, *load);
   if (!llm.ok()) return fail(llm.status());
-  if (!(*llm)->has_tokenizer()) {
-    return fail(kvrt::not_found("no tokenizer.json for '", args.model, "' (--tokenizer)"));
-  }
   auto chat_template = kvrt::serve::load_chat_template(args.model, args.chat_template, **llm);
   if (!chat_template.ok()) return fail(chat_template.status());
   const std::string name =
-      args.model_name.empty() ? default_model_name(args.model) : args.model_name;
+      args.model_name.empty() ? default_model_name(args.model, args.model_arg) : args.model_name;
   if (!*chat_template) {
     std::fprintf(stderr,
                  "kvrt serve: '%s' has no chat template: /v1/chat/completions will refuse "
@@ -96,7 +97,7 @@ int serve(ServeArgs& args) {
 const bool registered = kvrt::cli::register_command(
     {"serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App& sub) {
        auto args = std::make_shared<ServeArgs>();
-       sub.add_option("model", args->model, "Checkpoint directory or .kvrt program")->required();
+       kvrt::cli::add_model_arg(sub, args->model_arg);
        sub.add_option("--host", args->server.host, "Address to listen on (default 127.0.0.1)");
        sub.add_option("--port", args->server.port, "Port (0: any free port)")
            ->check(CLI::Range(0, 65535));
@@ -108,12 +109,23 @@ const bool registered = kvrt::cli::register_command(
                       "Requests that may wait behind the running one (more: 503)")
            ->check(CLI::Range(0, 4096));
        sub.add_option("--model-name", args->model_name, "Model id reported and accepted");
-       sub.add_option("--device", args->device, "auto, cpu, cuda or cuda:N");
-       sub.add_option("--tokenizer", args->tokenizer, "tokenizer.json (or its directory)");
-       sub.add_option("--threads", args->threads, "CPU threads (0 = all cores)")
-           ->check(CLI::Range(0, 1024));
-       sub.add_option("--max-seq", args->max_seq, "Context length when exporting a checkpoint");
-       sub.callback([args] { kvrt::cli::set_exit_code(serve(*args)); });
+       kvrt::cli::add_load_flags(sub, args->load);
+       sub.footer(
+           "Endpoints: /v1/chat/completions and /v1/completions (streamed or not), /v1/models,\n"
+           "/health and Prometheus /metrics. Requests run one at a time in arrival order; a\n"
+           "full queue answers 503. Sampling follows OpenAI's API: each request's temperature,\n"
+           "top_p and seed (OpenAI's defaults where a request leaves them out). SIGINT or\n"
+           "SIGTERM shuts down cleanly. Design and limits: docs/serve.md.\n\n"
+           "Examples:\n"
+           "  kvrt serve models/fortune-llama --chat-template tests/fixtures/serve/chat.jinja "
+           "--port 8080\n"
+           "  kvrt serve Qwen/Qwen2.5-0.5B-Instruct --port 0 --api-key secret -ngl 99");
+       sub.callback([args] {
+         auto path = kvrt::cli::model_path_or_report(args->model_arg, "serve");
+         if (!path) return kvrt::cli::set_exit_code(1);
+         args->model = *path;
+         kvrt::cli::set_exit_code(serve(*args));
+       });
      }});
 
 }  // namespace

@@ -101,6 +101,12 @@ const bool registered = kvrt::cli::register_command(
        auto* eos =
            sub.add_option("--eos", options->eos, "eos_token (default: tokenizer_config.json)");
        sub.add_option("--var", options->vars, "a template variable, NAME=JSON (repeatable)");
+       sub.footer(
+           "Prints exactly the rendered text, with no newline added, so that outputs can be\n"
+           "compared byte for byte (docs/chat-templates.md).\n\n"
+           "Examples:\n"
+           "  kvrt template MODEL_DIR --messages chat.json --add-generation-prompt\n"
+           "  kvrt template chat.jinja --messages chat.json --var 'enable_thinking=false'");
        sub.callback([options, bos, eos] {
          kvrt::cli::set_exit_code(run(*options, bos->count() > 0, eos->count() > 0));
        });

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "command.h"
+#include "flags.h"
 #include "kvrt/generation/tokenizer.h"
 
 namespace {
@@ -40,7 +41,8 @@ kvrt::Result<std::vector<int32_t>> parse_ids(const std::string& list) {
 }
 
 kvrt::Status run(const TokenizeOptions& options, bool decode_mode) {
-  KVRT_ASSIGN_OR_RETURN(kvrt::Tokenizer tokenizer, kvrt::Tokenizer::load(options.path));
+  KVRT_ASSIGN_OR_RETURN(std::string path, kvrt::cli::resolve_model_path(options.path));
+  KVRT_ASSIGN_OR_RETURN(kvrt::Tokenizer tokenizer, kvrt::Tokenizer::load(path));
   if (decode_mode) {
     KVRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(options.decode));
     KVRT_ASSIGN_OR_RETURN(std::string text, tokenizer.decode(ids, options.skip_special));
@@ -63,7 +65,9 @@ const bool registered = kvrt::cli::register_command(
     {"tokenize", "Encode text to token ids, or decode ids to text, with a tokenizer.json",
      [](CLI::App& sub) {
        auto options = std::make_shared<TokenizeOptions>();
-       sub.add_option("path", options->path, "tokenizer.json, or a checkpoint directory")
+       sub.add_option("path", options->path,
+                      "tokenizer.json, a checkpoint directory, or org/name from the Hugging Face "
+                      "cache")
            ->required();
        auto* text = sub.add_option("--text", options->text, "text to encode");
        auto* decode = sub.add_option("--decode", options->decode, "ids to decode, e.g. 1,2,3");
@@ -71,6 +75,12 @@ const bool registered = kvrt::cli::register_command(
        sub.add_flag("--no-special", options->no_special,
                     "encode without the special tokens (BOS) of the post-processor");
        sub.add_flag("--skip-special", options->skip_special, "drop special tokens when decoding");
+       sub.footer(
+           "Encoding prints a JSON list of ids; decoding prints the text.\n\n"
+           "Examples:\n"
+           "  kvrt tokenize models/fortune-llama --text \"Hello\"\n"
+           "  kvrt tokenize models/fortune-llama --decode 1,450,6222\n"
+           "  kvrt tokenize Qwen/Qwen2.5-0.5B --text \"Hello\" --no-special");
        sub.callback([options, text, decode] {
          if (text->count() == 0 && decode->count() == 0) {
            std::fprintf(stderr, "error: give --text TEXT or --decode IDS\n");

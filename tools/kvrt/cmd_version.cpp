@@ -2,15 +2,18 @@
 
 #include "command.h"
 
+namespace kvrt::cli {
+const char* version_line() {
+#ifdef KVRT_WITH_CUDA
+  return "kvrt 0.1.0 (cuda: built)";
+#else
+  return "kvrt 0.1.0 (cuda: not built)";
+#endif
+}
+}  // namespace kvrt::cli
+
 namespace {
 const bool registered = kvrt::cli::register_command(
-    {"version", "Print the kvrt version and build configuration", [](CLI::App& sub) {
-       sub.callback([] {
-#ifdef KVRT_WITH_CUDA
-         std::printf("kvrt 0.1.0 (cuda: built)\n");
-#else
-         std::printf("kvrt 0.1.0 (cuda: not built)\n");
-#endif
-       });
-     }});
+    {"version", "Print the kvrt version and build configuration (also kvrt --version)",
+     [](CLI::App& sub) { sub.callback([] { std::printf("%s\n", kvrt::cli::version_line()); }); }});
 }  // namespace

@@ -20,6 +20,9 @@ struct Command {
 bool register_command(Command command);
 const std::vector<Command>& registered_commands();
 
+// "kvrt 0.1.0 (cuda: built)": `kvrt --version` and `kvrt version`.
+const char* version_line();
+
 void set_exit_code(int code);
 int exit_code();
 

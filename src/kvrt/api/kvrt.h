@@ -36,8 +36,15 @@ struct LoadOptions {
   // from (recorded in the file).
   std::string tokenizer_path;
   // For checkpoint directories, exported programs are cached here (default:
-  // $XDG_CACHE_HOME/kvrt or ~/.cache/kvrt), keyed by the checkpoint's files.
+  // $XDG_CACHE_HOME/kvrt or ~/.cache/kvrt), keyed by the checkpoint's content and the
+  // export options (export_cache.h).
   std::string cache_dir;
+  // Bytes the cache may hold; past it the least recently used programs are removed.
+  // 0: $KVRT_CACHE_LIMIT, else ExportCache::kDefaultLimitBytes.
+  uint64_t cache_limit_bytes = 0;
+  // NotFound before any export when the model has no tokenizer; without it such a
+  // model loads and runs on token ids (text comes out empty).
+  bool require_tokenizer = false;
   int64_t max_seq = 0;  // cache capacity when exporting; 0 = exporter default
   // Called while exporting and loading: stage ("export", "load"), done, total.
   std::function<void(std::string_view stage, uint64_t done, uint64_t total)> progress;
@@ -51,8 +58,10 @@ struct LoadOptions {
 // ThreadSanitizer (.ci/run).
 class Llm {
  public:
-  // path: a Hugging Face checkpoint directory (exported on first use, then cached) or
-  // a program file from `kvrt export`. Errors name the file and what is wrong;
+  // path: a Hugging Face checkpoint directory (exported on first use, then cached), a
+  // program file from `kvrt export`, or a reference into the Hugging Face hub cache
+  // (org/name[@revision], models--org--name; model_ref.h). The config and tokenizer
+  // are checked before an export (preflight.h). Errors name the file and what is wrong;
   // InvalidArgument for num_threads outside [0, kMaxThreads], InvalidProgram for a
   // program whose recorded EOS ids are not token ids of the model.
   static Result<std::unique_ptr<Llm>> load(const std::string& path,
@@ -96,6 +105,12 @@ class Llm {
   // (HF's defaults alone when there is none); resolve_sampling() combines them with
   // what the user sets.
   const GenerationDefaults& generation_defaults() const;
+  // The options to generate with when the user sets only `overrides`: the sampling of
+  // resolve_sampling() (generation_config.json as HF applies it: greedy unless
+  // do_sample), its max_new_tokens (else GenerateOptions' own) and `seed`. The CLI's
+  // run and chat use exactly this; GenerateOptions{} alone is plain temperature-1
+  // sampling and ignores the model's file.
+  GenerateOptions default_options(const SamplingOverrides& overrides = {}, uint64_t seed = 0) const;
   const std::string& device() const;
   // The device and why it was chosen, e.g. "cpu (no CUDA device: ...)" for "auto".
   const std::string& device_choice() const;

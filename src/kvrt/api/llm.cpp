@@ -9,7 +9,10 @@
 #include <sstream>
 #include <system_error>
 
+#include "kvrt/api/export_cache.h"
 #include "kvrt/api/kvrt.h"
+#include "kvrt/api/model_ref.h"
+#include "kvrt/api/preflight.h"
 #include "kvrt/delegate/engine_delegate.h"
 #include "kvrt/engine/builtin_targets.h"
 #include "kvrt/engine/common/engine_target.h"
@@ -34,116 +37,43 @@ struct Llm::State {
 
 namespace {
 
-// kvrt's own version goes into the cache key so that a new exporter never reuses a
-// program written by an older one.
-constexpr std::string_view kCacheKeyVersion = "kvrt-0.1.0-program-2";  // 2: next_token
-
-std::string default_cache_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return (fs::path(xdg) / "kvrt").string();
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return (fs::path(home) / ".cache" / "kvrt").string();
-  }
-  return (fs::temp_directory_path() / "kvrt-cache").string();
-}
-
-// Identifies a checkpoint's content cheaply: the configs' text, and each weight file's
-// name, size and modification time.
-Result<std::string> checkpoint_cache_key(const fs::path& dir, const LoadOptions& options,
-                                         DType cache_dtype) {
-  std::ostringstream key;
-  key << kCacheKeyVersion << '|' << fs::weakly_canonical(dir).string() << '|' << options.max_seq
-      << '|' << dtype_name(cache_dtype);
-  std::error_code error;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir, error)) files.push_back(entry.path());
-  if (error) return not_found("cannot list checkpoint directory '", dir.string(), "'");
-  std::sort(files.begin(), files.end());
-  for (const fs::path& file : files) {
-    const std::string name = file.filename().string();
-    const bool is_config = name.ends_with(".json");
-    if (!is_config && !name.ends_with(".safetensors")) continue;
-    key << '|' << name << ':' << fs::file_size(file, error);
-    const auto stamp = fs::last_write_time(file, error);
-    key << ':' << stamp.time_since_epoch().count();
-    if (is_config) {
-      std::ifstream in(file);
-      key << ':' << std::string(std::istreambuf_iterator<char>(in), {});
-    }
-  }
-  std::ostringstream hex;
-  hex << std::hex << std::hash<std::string>{}(key.str());
-  return hex.str();
-}
-
-// The directory's own name, also when spelled with a trailing slash ("dir/").
-std::string checkpoint_name(const std::string& path) {
-  fs::path normal = fs::path(path).lexically_normal();
-  if (normal.filename().empty()) normal = normal.parent_path();
-  const std::string name = normal.filename().string();
-  return name.empty() || name == "." || name == ".." ? "model" : name;
-}
-
 // The KV cache dtype of programs exported for `device`: the CUDA engine keeps it in
 // bf16; the CPU reference in f32.
 DType cache_dtype_for(Device device) {
   return device.is_cuda() ? DType::kBF16 : DType::kF32;
 }
 
-Result<std::string> export_if_checkpoint(const std::string& path, const LoadOptions& options,
-                                         Device device) {
-  std::error_code error;
-  if (!fs::is_directory(path, error)) {
-    if (!fs::exists(path, error)) return not_found("model '", path, "' does not exist");
-    return path;
+// The cached program for a checkpoint directory, exported first when there is none.
+Result<std::string> export_cached(const std::string& dir, const LoadOptions& options,
+                                  Device device) {
+  uint64_t limit = options.cache_limit_bytes;
+  if (limit == 0) {
+    KVRT_ASSIGN_OR_RETURN(limit, ExportCache::default_limit());
   }
-  KVRT_ASSIGN_OR_RETURN(std::string key,
-                        checkpoint_cache_key(path, options, cache_dtype_for(device)));
-  const fs::path cache_dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
-  const fs::path cached = cache_dir / (checkpoint_name(path) + "-" + key + ".kvrt");
-  if (fs::exists(cached, error)) return cached.string();
-  fs::create_directories(cache_dir, error);
-  if (error) {
-    return invalid_argument("cannot create cache directory '", cache_dir.string(),
-                            "': ", error.message());
-  }
-  exporter::ExportOptions export_options;
-  export_options.checkpoint_dir = path;
-  export_options.output_path = cached.string();
-  export_options.max_seq = options.max_seq;
-  export_options.cache_dtype = cache_dtype_for(device);
+  ExportRequest request;
+  request.checkpoint_dir = dir;
+  request.max_seq = options.max_seq;
+  request.cache_dtype = cache_dtype_for(device);
   if (options.progress) {
-    export_options.progress = [&](uint64_t done, uint64_t total) {
+    request.progress = [&](uint64_t done, uint64_t total) {
       options.progress("export", done, total);
     };
   }
-  KVRT_RETURN_IF_ERROR(exporter::export_checkpoint(export_options).status());
-  return cached.string();
+  return ExportCache(options.cache_dir, limit).get_or_export(request);
 }
 
-// tokenizer.json: the option, else the checkpoint directory, else beside the program
-// file, else in the checkpoint the program was exported from (recorded in the file).
-std::optional<std::string> find_tokenizer(const std::string& model_path,
-                                          const std::string& program_path,
-                                          const runtime::Module& module,
-                                          const LoadOptions& options) {
-  if (!options.tokenizer_path.empty()) return options.tokenizer_path;
-  std::vector<fs::path> dirs = {fs::path(model_path)};
-  const fs::path beside = fs::path(program_path).parent_path();
-  dirs.push_back(beside.empty() ? fs::path(".") : beside);  // "model.kvrt" is in "."
+// A program file's tokenizer.json: the option, else beside the file, else in the
+// checkpoint the program was exported from (recorded in the file).
+std::optional<std::string> program_tokenizer(const std::string& program_path,
+                                             const runtime::Module& module,
+                                             const LoadOptions& options) {
+  std::vector<std::string> dirs = {fs::path(program_path).parent_path().string()};
   const nlohmann::json& producer = module.program().spec().producer;
   auto source = producer.find("checkpoint_dir");
   if (source != producer.end() && source->is_string()) {
     dirs.push_back(source->get<std::string>());
   }
-  std::error_code error;
-  for (const fs::path& dir : dirs) {
-    if (fs::is_directory(dir, error) && fs::exists(dir / "tokenizer.json", error)) {
-      return (dir / "tokenizer.json").string();
-    }
-  }
-  return std::nullopt;
+  return find_tokenizer_file(options.tokenizer_path, dirs);
 }
 
 // The checkpoint directory a model came from: path itself, or for a program file the
@@ -159,6 +89,29 @@ std::optional<std::string> checkpoint_dir_of(const std::string& path,
     return source->get<std::string>();
   }
   return std::nullopt;
+}
+
+// The model's generation_config.json: a checkpoint directory's own file; for a
+// program file, the settings it recorded at export (so it behaves the same wherever
+// it is copied), else (an older program) its checkpoint's file if that still exists.
+Result<GenerationDefaults> generation_defaults_of(const ModelLocation& location,
+                                                  const runtime::Module& module,
+                                                  const std::string& program_path) {
+  if (location.is_program) {
+    const nlohmann::json& producer = module.program().spec().producer;
+    auto generation = producer.find("generation");
+    if (generation != producer.end() && generation->is_object()) {
+      auto config = generation->find("config");
+      if (config != generation->end()) {
+        const std::string source = program_path + ": producer.generation.config";
+        KVRT_ASSIGN_OR_RETURN(frontend::GenerationConfig parsed,
+                              frontend::parse_generation_config(*config, source));
+        return generation_defaults(parsed, source);
+      }
+    }
+  }
+  if (auto dir = checkpoint_dir_of(location.path, module)) return read_generation_defaults(*dir);
+  return GenerationDefaults();
 }
 
 // Runs `body`, turning an exception from below (std::filesystem, the standard library,
@@ -225,10 +178,18 @@ Result<std::unique_ptr<Llm>> Llm::load_unguarded(const std::string& path,
   KVRT_RETURN_IF_ERROR(engine::register_builtin_targets());
   KVRT_ASSIGN_OR_RETURN(Device device,
                         engine::resolve_device(options.device, &state->device_choice));
-  // A device this build or machine cannot run on is refused before the export, which
-  // can take minutes.
+  // Everything that can fail is checked before the export, which can take minutes:
+  // the device, the reference, the config and the tokenizer.
   KVRT_RETURN_IF_ERROR(delegate::device_api_for(device).status());
-  KVRT_ASSIGN_OR_RETURN(state->program_path, export_if_checkpoint(path, options, device));
+  KVRT_ASSIGN_OR_RETURN(ModelLocation location, resolve_model(path));
+  if (location.is_program) {
+    state->program_path = location.path;
+  } else {
+    KVRT_ASSIGN_OR_RETURN(
+        state->tokenizer,
+        preflight_checkpoint(location.path, options.tokenizer_path, options.require_tokenizer));
+    KVRT_ASSIGN_OR_RETURN(state->program_path, export_cached(location.path, options, device));
+  }
   state->device = device.to_string();
   runtime::ModuleOptions module_options;
   module_options.device = device;
@@ -236,16 +197,23 @@ Result<std::unique_ptr<Llm>> Llm::load_unguarded(const std::string& path,
   if (options.progress) options.progress("load", 0, 1);
   KVRT_ASSIGN_OR_RETURN(auto module, runtime::Module::load(state->program_path, module_options));
   if (options.progress) options.progress("load", 1, 1);
-  if (auto tokenizer_path = find_tokenizer(path, state->program_path, *module, options)) {
-    KVRT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(*tokenizer_path));
-    state->tokenizer = std::move(tokenizer);
+  if (location.is_program) {
+    if (auto file = program_tokenizer(state->program_path, *module, options)) {
+      KVRT_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(*file));
+      KVRT_RETURN_IF_ERROR(
+          check_tokenizer_fits(tokenizer, *file, module->vocab_size(), state->program_path));
+      state->tokenizer = std::move(tokenizer);
+    } else if (options.require_tokenizer) {
+      return not_found("no tokenizer.json for '", state->program_path,
+                       "': looked beside it and in the checkpoint it was exported from "
+                       "(give it with --tokenizer FILE)");
+    }
   }
   KVRT_ASSIGN_OR_RETURN(
       state->eos_ids,
       eos_ids_of(*module, state->tokenizer ? &*state->tokenizer : nullptr, state->program_path));
-  if (auto dir = checkpoint_dir_of(path, *module)) {
-    KVRT_ASSIGN_OR_RETURN(state->generation_defaults, read_generation_defaults(*dir));
-  }
+  KVRT_ASSIGN_OR_RETURN(state->generation_defaults,
+                        generation_defaults_of(location, *module, state->program_path));
   state->model = std::make_unique<runtime::ModuleModel>(std::move(module));
   // Without a tokenizer the generator still runs on ids; text comes out empty.
   state->generator = std::make_unique<Generator>(*state->model, state->tokenizer);
@@ -345,6 +313,16 @@ const std::vector<int32_t>& Llm::eos_ids() const {
 }
 const GenerationDefaults& Llm::generation_defaults() const {
   return state_->generation_defaults;
+}
+GenerateOptions Llm::default_options(const SamplingOverrides& overrides, uint64_t seed) const {
+  GenerateOptions options;
+  const GenerationDefaults& defaults = state_->generation_defaults;
+  options.sampling = resolve_sampling(defaults, overrides, seed);
+  if (defaults.max_new_tokens && *defaults.max_new_tokens > 0) {
+    options.max_new_tokens =
+        static_cast<int32_t>(std::min<int64_t>(*defaults.max_new_tokens, INT32_MAX));
+  }
+  return options;
 }
 const std::string& Llm::device() const {
   return state_->device;

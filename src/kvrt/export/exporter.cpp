@@ -92,7 +92,8 @@ Status write_text_atomically(const std::string& path, const std::string& text) {
 
 nlohmann::json producer_json(const frontend::Checkpoint& checkpoint, const ExportOptions& options) {
   const frontend::ModelConfig& config = checkpoint.config();
-  nlohmann::json generation = {{"eos_token_ids", checkpoint.generation().eos_token_ids}};
+  nlohmann::json generation = {{"eos_token_ids", checkpoint.generation().eos_token_ids},
+                               {"config", frontend::to_json(checkpoint.generation())}};
   if (checkpoint.generation().bos_token_id) {
     generation["bos_token_id"] = *checkpoint.generation().bos_token_id;
   }
@@ -191,6 +192,24 @@ static Status check_output_is_not_an_input(const ExportOptions& options) {
   return Status();
 }
 
+Status check_free_space(const std::string& output_path, uint64_t needed) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::absolute(output_path).parent_path();
+  std::error_code error;
+  // A directory still to be made is on the file system of its nearest existing parent.
+  while (!fs::exists(dir, error) && dir.has_parent_path() && dir != dir.parent_path()) {
+    dir = dir.parent_path();
+  }
+  const fs::space_info space = fs::space(dir, error);
+  if (error) return Status();  // unknown: the write itself reports a full disk
+  if (space.available < needed) {
+    return invalid_argument("not enough disk space for '", output_path, "': it needs about ",
+                            needed / 1000000, " MB and '", dir.string(), "' has ",
+                            space.available / 1000000, " MB free");
+  }
+  return Status();
+}
+
 Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
   if (options.output_path.empty()) return invalid_argument("no output path (-o)");
   KVRT_RETURN_IF_ERROR(check_output_is_not_an_input(options));
@@ -224,6 +243,12 @@ Result<ExportSummary> export_checkpoint(const ExportOptions& options) {
                         lowering::lower_program(methods, lowering_options));
   KVRT_ASSIGN_OR_RETURN(std::vector<format::WeightSource> sources,
                         weight_sources(checkpoint, lowered.spec.weights));
+  // The file is about its weights and blobs: a full disk is found now, not after
+  // minutes of writing.
+  uint64_t needed = 0;
+  for (const format::WeightSpec& weight : lowered.spec.weights) needed += weight.nbytes;
+  for (const auto& blob : lowered.blobs) needed += blob.size();
+  KVRT_RETURN_IF_ERROR(check_free_space(options.output_path, needed));
   format::ProgramWriteOptions write_options;
   write_options.progress = options.progress;
   if (options.format == ExportFormat::kEngine) {

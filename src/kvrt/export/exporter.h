@@ -52,6 +52,11 @@ struct ExportSummary {
 
 Result<ExportSummary> export_checkpoint(const ExportOptions& options);
 
+// InvalidArgument naming the output and its directory when
+// the file system holding output_path has fewer than `needed` bytes free. export
+// checks this before it writes any weight.
+Status check_free_space(const std::string& output_path, uint64_t needed);
+
 // The two method graphs of a checkpoint, with floating parameters retyped to
 // options.weight_dtype when set (so engines see the dtype actually stored).
 struct MethodGraphs {

@@ -30,6 +30,24 @@ Result<GenerationConfig> parse_generation_config(const nlohmann::json& json,
   return config;
 }
 
+nlohmann::json to_json(const GenerationConfig& config) {
+  nlohmann::json json = nlohmann::json::object();
+  auto put = [&json](const char* key, const auto& value) {
+    if (value) json[key] = *value;
+  };
+  put("bos_token_id", config.bos_token_id);
+  if (!config.eos_token_ids.empty()) json["eos_token_id"] = config.eos_token_ids;
+  put("pad_token_id", config.pad_token_id);
+  put("max_length", config.max_length);
+  put("max_new_tokens", config.max_new_tokens);
+  put("do_sample", config.do_sample);
+  put("temperature", config.temperature);
+  put("top_k", config.top_k);
+  put("top_p", config.top_p);
+  put("repetition_penalty", config.repetition_penalty);
+  return json;
+}
+
 Result<GenerationConfig> load_generation_config(const std::string& path) {
   KVRT_ASSIGN_OR_RETURN(nlohmann::json json, read_json_file(path));
   return parse_generation_config(json, path);

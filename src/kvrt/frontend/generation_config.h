@@ -31,4 +31,9 @@ Result<GenerationConfig> parse_generation_config(const nlohmann::json& json,
                                                  const std::string& source);
 Result<GenerationConfig> load_generation_config(const std::string& path);
 
+// The fields that are set, under generation_config.json's names (eos_token_id always
+// a list): what parse_generation_config reads back. A program file records it, so
+// that it carries its model's generation defaults wherever it goes.
+nlohmann::json to_json(const GenerationConfig& config);
+
 }  // namespace kvrt::frontend

@@ -100,12 +100,13 @@ TEST(KvrtCli, MissingModelIsAOneLineError) {
 }
 
 // Bad values are refused with the range in words, never a 309-digit bound, and nothing
-// negative slips into an unsigned seed.
+// negative slips into an unsigned seed (-1 is llama.cpp's "random").
 TEST(KvrtCli, OutOfRangeFlagsSayTheirRange) {
   const fs::path err = fs::temp_directory_path() / "kvrt_cli_test_range.err";
   std::string model = "'";
   model.append(source_dir()).append("/models/fortune-llama'");
-  for (const char* flags : {"-n 0", "--seed -1", "--threads -1", "--threads 100000"}) {
+  for (const char* flags :
+       {"-n 0", "--seed -2", "--seed x", "--threads -1", "--threads 100000", "-ngl -1"}) {
     std::string args = "run ";  // appended, not chained: gcc 12 warns on the chain
     args.append(model).append(" --prompt hi ").append(flags);
     const Output output = run_cli(args, err);

@@ -307,3 +307,56 @@ TEST_F(LlmTest, RequestStopFromAnotherThreadEndsGeneration) {
 
 }  // namespace
 }  // namespace kvrt
+
+namespace kvrt {
+namespace {
+
+// A program file carries its model's generation_config.json: copied away from the
+// checkpoint it still samples as the model asks, and default_options() applies it.
+TEST_F(LlmTest, ProgramFileCarriesItsGenerationDefaults) {
+  const fs::path ckpt = cache_dir_ / "ckpt";
+  fs::create_directories(cache_dir_);
+  fs::copy(fs::path(source_dir()) / "models/fortune-llama", ckpt);
+  std::ofstream(ckpt / "generation_config.json")
+      << R"({"do_sample": true, "temperature": 0.5, "top_k": 7, "max_new_tokens": 9,
+            "eos_token_id": 2})";
+  const std::string program = (cache_dir_ / "m.kvrt").string();
+  exporter::ExportOptions export_options;
+  export_options.checkpoint_dir = ckpt.string();
+  export_options.output_path = program;
+  export_options.max_seq = 32;
+  ASSERT_TRUE(exporter::export_checkpoint(export_options).ok());
+  fs::remove_all(ckpt);
+  auto llm = Llm::load(program, cpu_options());
+  ASSERT_TRUE(llm.ok()) << llm.status().to_string();
+  const GenerateOptions options = (*llm)->default_options({}, 11);
+  EXPECT_EQ(options.sampling.temperature, 0.5f);
+  EXPECT_EQ(options.sampling.top_k, 7);
+  EXPECT_EQ(options.sampling.seed, 11u);
+  EXPECT_EQ(options.max_new_tokens, 9);
+  SamplingOverrides greedy;
+  greedy.temperature = 0.0f;
+  EXPECT_EQ((*llm)->default_options(greedy).sampling.temperature, 0.0f);
+}
+
+// The bundled model has no do_sample: greedy by default, as HF's generate() would be.
+TEST_F(LlmTest, DefaultOptionsFollowTheModel) {
+  auto llm = Llm::load((fs::path(source_dir()) / "models/fortune-llama").string(), cpu_options());
+  ASSERT_TRUE(llm.ok()) << llm.status().to_string();
+  EXPECT_EQ((*llm)->default_options().sampling.temperature, 0.0f);
+}
+
+// Text needs a tokenizer: required, its absence is NotFound before any export.
+TEST_F(LlmTest, RequiredTokenizerIsCheckedBeforeTheExport) {
+  LoadOptions options = cpu_options();
+  options.require_tokenizer = true;
+  auto llm = Llm::load((fs::path(source_dir()) / "tests/fixtures/llama_gqa").string(), options);
+  ASSERT_FALSE(llm.ok());
+  EXPECT_EQ(llm.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(llm.status().message().find("no tokenizer.json"), std::string::npos);
+  std::error_code error;
+  EXPECT_FALSE(fs::exists(cache_dir_, error) && !fs::is_empty(cache_dir_, error));
+}
+
+}  // namespace
+}  // namespace kvrt

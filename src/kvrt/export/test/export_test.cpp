@@ -272,3 +272,21 @@ TEST(ExportRefuses, FailedExportKeepsThePreviousFile) {
 
 }  // namespace
 }  // namespace kvrt::exporter
+
+namespace kvrt::exporter {
+namespace {
+
+// Export checks free space before writing weights; the check names the output and
+// the directory, with both sizes.
+TEST(ExportRefuses, NotEnoughDiskSpaceNamesTheOutput) {
+  const std::string output = (std::filesystem::temp_directory_path() / "x" / "m.kvrt").string();
+  const Status status = check_free_space(output, uint64_t{1} << 62);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("not enough disk space for '" + output + "'"), std::string::npos)
+      << status.to_string();
+  EXPECT_NE(status.message().find("MB free"), std::string::npos);
+  EXPECT_TRUE(check_free_space(output, 1).ok());
+}
+
+}  // namespace
+}  // namespace kvrt::exporter
