@@ -41,7 +41,9 @@ TEST_F(Cache, OneProgramPerContentNotPerPathOrTime) {
   ASSERT_EQ(run(work_ / "c", "-c 64").exit_code, 0);
   EXPECT_EQ(programs_in_cache(), 2u);
   // No "-<hash>.kvrt" from a trailing slash: every program is named after its checkpoint.
-  for (const auto& program : list()["programs"]) {
+  // The listing is held: list()["programs"] would refer into a temporary the loop outlives.
+  const nlohmann::json listing = list();
+  for (const auto& program : listing["programs"]) {
     const std::string name = fs::path(program["path"].get<std::string>()).filename().string();
     EXPECT_FALSE(name.starts_with("-")) << name;
   }
