@@ -134,13 +134,17 @@ Status CudaEngine::decode_step(const StepIo& io, cudaStream_t stream) {
 }
 
 // Step i at the bound position + i (positions_[i]), on the token step i - 1 chose.
+// decode_attention reads its position before its PDL wait (kernels.h), so step 0 reads
+// the bound position, which the host wrote before the launch, rather than positions_[0],
+// which fill_positions writes three kernels earlier in the same chain; later steps are
+// a whole step's launches away from it.
 Status CudaEngine::decode_steps(int steps, cudaStream_t stream) {
   if (steps == 1) return decode_step({tokens_ptr(), position_ptr(), next_token_ptr()}, stream);
   KVRT_RETURN_IF_ERROR(fill_positions(position_ptr(), 0, steps, positions_, stream));
   int32_t* ids = next_token_ptr();
-  for (int i = 0; i < steps; ++i) {
-    KVRT_RETURN_IF_ERROR(
-        decode_step({i == 0 ? tokens_ptr() : ids + i - 1, positions_ + i, ids + i}, stream));
+  KVRT_RETURN_IF_ERROR(decode_step({tokens_ptr(), position_ptr(), ids}, stream));
+  for (int i = 1; i < steps; ++i) {
+    KVRT_RETURN_IF_ERROR(decode_step({ids + i - 1, positions_ + i, ids + i}, stream));
   }
   return Status();
 }
