@@ -1,7 +1,10 @@
 // Causal attention over the bf16 cache for any head_dim the fast kernels are not built
-// for (up to 256, multiples of 2): one block per (token, query head), each warp keeping an
-// online softmax over every fourth key, the warps merged at the end. Simple and exact
-// in f32; the tiny head dims of test models and the rare large ones run here.
+// for (up to 256, multiples of 2), with an optional sliding window (the keys start at
+// position - window + 1): one block per (token, query head), each warp keeping an
+// online softmax over every kWarps-th key, the warps merged at the end. Simple and exact
+// in f32; the tiny head dims of test models, head dim 256 (Gemma 3) and windowed layers
+// run here. A warp walks its keys one at a time, so a decode step (a few blocks) gets 32
+// warps a block to keep enough keys in flight; prefill, with a block per token, gets 4.
 #include <cmath>
 
 #include "kvrt/engine/cuda/device_common.cuh"
@@ -14,7 +17,7 @@ using detail::launch;
 using detail::pdl_launch_dependents;
 using detail::pdl_wait;
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kMaxDim = 256, kPerLane = kMaxDim / 32;
+constexpr int kMaxDim = 256, kPerLane = kMaxDim / 32;
 
 struct Params {
   const bf16* q;
@@ -24,10 +27,13 @@ struct Params {
   const int32_t* positions;  // [tokens]
   bf16* out;                 // [tokens, q_heads, head_dim]
   int q_heads, kv_heads, head_dim, max_seq;
+  int window;  // 0: none
   float scale;
 };
 
-__global__ void __launch_bounds__(kThreads) generic_attention_kernel(Params p) {
+template <int kWarps>
+__global__ void __launch_bounds__(32 * kWarps) generic_attention_kernel(Params p) {
+  constexpr int kThreads = 32 * kWarps;
   pdl_launch_dependents();
   pdl_wait();
   const int token = static_cast<int>(blockIdx.y), head = static_cast<int>(blockIdx.x);
@@ -35,6 +41,8 @@ __global__ void __launch_bounds__(kThreads) generic_attention_kernel(Params p) {
   const int kv_head = head / (p.q_heads / p.kv_heads);
   const int position = p.positions[token];
   const int keys = position < 0 ? 0 : (position >= p.max_seq ? p.max_seq : position + 1);
+  // The window counts back from the position itself (HF: kv_idx > q_idx - window).
+  const int first = p.window > 0 && position >= p.window ? position - p.window + 1 : 0;
   const bf16* q = p.q + token * p.q_stride + static_cast<int64_t>(head) * p.head_dim;
   const bf16* k = p.k + static_cast<int64_t>(kv_head) * p.max_seq * p.head_dim;
   const bf16* v = p.v + static_cast<int64_t>(kv_head) * p.max_seq * p.head_dim;
@@ -46,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) generic_attention_kernel(Params p) {
     acc[i] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int j = warp; j < keys; j += kWarps) {
+  for (int j = first + warp; j < keys; j += kWarps) {
     const bf16* kj = k + static_cast<int64_t>(j) * p.head_dim;
     float s = 0.0f;
     for (int i = 0; i < kPerLane; ++i) {
@@ -112,6 +120,10 @@ Status generic_attention(const GenericAttention& op, cudaStream_t stream) {
   if (!generic_attention_supports(op.head_dim)) {
     return not_supported("generic_attention: head_dim ", op.head_dim, " (even, at most 256)");
   }
+  if (op.window < 0) {
+    return invalid_argument("generic_attention: window must be 0 (none) or positive, got ",
+                            op.window);
+  }
   Params p;
   p.q = op.q;
   p.q_stride =
@@ -124,9 +136,15 @@ Status generic_attention(const GenericAttention& op, cudaStream_t stream) {
   p.kv_heads = op.kv_heads;
   p.head_dim = op.head_dim;
   p.max_seq = op.max_seq;
+  p.window = op.window;
   p.scale = op.scale != 0.0f ? op.scale : 1.0f / std::sqrt(static_cast<float>(op.head_dim));
-  return launch(generic_attention_kernel, dim3(op.q_heads, op.tokens), dim3(kThreads), 0, stream,
-                "generic_attention", p);
+  // Fewer blocks than about two waves of multiprocessors: wide blocks.
+  const dim3 grid(op.q_heads, op.tokens);
+  if (op.tokens * op.q_heads < 256) {
+    return launch(generic_attention_kernel<32>, grid, dim3(32 * 32), 0, stream, "generic_attention",
+                  p);
+  }
+  return launch(generic_attention_kernel<4>, grid, dim3(32 * 4), 0, stream, "generic_attention", p);
 }
 
 }  // namespace kvrt::engine::cuda

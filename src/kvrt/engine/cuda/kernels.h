@@ -191,6 +191,10 @@ struct RopeKvWrite {
   bf16* k_cache = nullptr;  // [kv_heads, max_seq, head_dim]
   bf16* v_cache = nullptr;  // [kv_heads, max_seq, head_dim]
   int max_seq = 0;
+  // Partial rotary (Phi-3): only the first rotary_dim dims of each head turn, the pair
+  // (j, j + rotary_dim/2) by p·inv_freq[j], inv_freq [rotary_dim/2]; dims rotary_dim..
+  // head_dim-1 pass through unchanged (k still written, q left as it is). 0: head_dim.
+  int rotary_dim = 0;
 };
 Status rope_kv_write(const RopeKvWrite& op, cudaStream_t stream);
 
@@ -292,8 +296,55 @@ struct GenericAttention {
   int head_dim = 0;
   int max_seq = 0;
   float scale = 0.0f;  // 0: 1/sqrt(head_dim)
+  // Sliding window (Mistral, Gemma 3's local layers): query at position p sees keys
+  // max(0, p - window + 1)..p only (HF's kv_idx > q_idx - window). 0: no window.
+  int window = 0;
 };
 bool generic_attention_supports(int head_dim);
 Status generic_attention(const GenericAttention& op, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------
+// Model-family ops (Qwen3, Phi-3, Gemma, Gemma 3): the engine's composed layers, for what
+// the fused Llama path does not cover. Rounding points are HF's bf16 modules'.
+
+// RMSNorm of `rows` rows of `width`, row r at x + r·stride (stride 0: width), out the
+// same layout (out may be x):
+//  - Llama/Qwen (unit_offset false): bf16(bf16(x·r) · w), r = rsqrt(mean(x²) + eps);
+//    HF LlamaRMSNorm, Qwen3's q_norm/k_norm.
+//  - Gemma (unit_offset true): bf16(x·r · (1 + w)), all in f32; HF GemmaRMSNorm.
+// With residual (may equal out; then stride must be 0): out = bf16(residual + normed),
+// normed rounded to bf16 first (HF's `residual + norm(h)` on bf16 tensors).
+// Per-head norms (q_norm, k_norm) are rows of head_dim: rows = tokens·heads is not
+// contiguous in the fused qkv; pass rows_per_token heads and token_stride elements.
+// So row h of token t is at x + t·token_stride + h·width (out likewise); the residual's
+// rows are back to back, row t·rows_per_token + h at residual + (t·rows_per_token + h)·
+// width. Elements between rows are left as they are. out is x or does not overlap it.
+struct RowNorm {
+  const bf16* x = nullptr;
+  bf16* out = nullptr;
+  const bf16* weight = nullptr;    // [width]
+  const bf16* residual = nullptr;  // [rows, width], or null
+  int tokens = 1;
+  int rows_per_token = 1;    // rows of one token (heads), each `width` wide, back to back
+  int64_t token_stride = 0;  // elements between tokens' first rows; 0: rows_per_token·width
+  int width = 0;
+  float eps = 1e-6f;
+  bool unit_offset = false;
+};
+Status row_norm(const RowNorm& op, cudaStream_t stream);
+
+// out[t, i] = bf16(bf16(gelu_tanh(gate)) · up), gate = gate_up[t, i], up = gate_up[t,
+// intermediate + i]: HF's GemmaMLP with gelu_pytorch_tanh on bf16 tensors.
+Status geglu(const bf16* gate_up, bf16* out, int tokens, int intermediate, cudaStream_t stream);
+
+// x[i] = bf16(x[i] · factor) for i < count, in place (Gemma's embedding normalizer; the
+// engine passes the factor already rounded to bf16, as HF's bf16 tensor holds it).
+Status scale_bf16(bf16* x, size_t count, float factor, cudaStream_t stream);
+
+// logits[i] = tanh(logits[i] / cap) · cap in f32, in place (final_logit_softcapping);
+// with argmax_out, argmax_out[0] = the index of the largest capped logit (ties to the
+// lowest, NaN the largest: torch.argmax), computed by the same launch.
+Status softcap_logits(float* logits, int count, float cap, int32_t* argmax_out,
+                      cudaStream_t stream);
 
 }  // namespace kvrt::engine::cuda

@@ -3,7 +3,8 @@
 //   q heads: rotated in place inside qkv [tokens, (q_heads + 2 kv_heads) * head_dim]
 //   k heads: rotated and written to k_cache[kv_head, p, :]
 //   v heads: copied to v_cache[kv_head, p, :]
-// HF's rotate_half convention: the pair (j, j + head_dim/2) turns by p * inv_freq[j].
+// HF's rotate_half convention: the pair (j, j + R/2) turns by p * inv_freq[j], R the
+// rotary dims (head_dim, or fewer for partial rotary); dims R.. pass through.
 #include "kvrt/engine/cuda/rope_common.cuh"
 
 namespace kvrt::engine::cuda {
@@ -19,7 +20,8 @@ __global__ void __launch_bounds__(kThreads) rope_kv_write_kernel(const RopeKvWri
   pdl_wait();
   const int pos = op.positions[blockIdx.x];
   if (pos < 0 || pos >= op.max_seq) return;
-  const int dim = op.head_dim, half = dim / 2, head = blockIdx.y;
+  // rotary_dim as the launcher resolved it (never 0).
+  const int dim = op.head_dim, half = op.rotary_dim / 2, head = blockIdx.y;
   bf16* row = op.qkv + static_cast<size_t>(blockIdx.x) * (op.q_heads + 2 * op.kv_heads) * dim;
   const bf16* src = row + head * dim;
   const size_t cache_row =
@@ -35,6 +37,8 @@ __global__ void __launch_bounds__(kThreads) rope_kv_write_kernel(const RopeKvWri
     dst[j + half] = out2;
   }
   if (head >= op.q_heads) {
+    // The pass-through dims of k still go to the cache row (q keeps them where they are).
+    for (int d = op.rotary_dim + threadIdx.x; d < dim; d += kThreads) dst[d] = src[d];
     const bf16* v = row + (op.q_heads + op.kv_heads + head - op.q_heads) * dim;
     for (int d = threadIdx.x; d < dim; d += kThreads) op.v_cache[cache_row + d] = v[d];
   }
@@ -55,8 +59,14 @@ Status rope_kv_write(const RopeKvWrite& op, cudaStream_t stream) {
   if (op.head_dim < 2 || op.head_dim % 2 != 0) {
     return invalid_argument("rope_kv_write: head_dim must be positive and even, got ", op.head_dim);
   }
+  if (op.rotary_dim < 0 || op.rotary_dim > op.head_dim || op.rotary_dim % 2 != 0) {
+    return invalid_argument("rope_kv_write: rotary_dim must be 0 or even in [2, head_dim ",
+                            op.head_dim, "], got ", op.rotary_dim);
+  }
+  RopeKvWrite p = op;
+  p.rotary_dim = op.rotary_dim != 0 ? op.rotary_dim : op.head_dim;
   return launch(rope_kv_write_kernel, dim3(op.tokens, op.q_heads + op.kv_heads), dim3(kThreads), 0,
-                stream, "rope_kv_write", op);
+                stream, "rope_kv_write", p);
 }
 
 }  // namespace kvrt::engine::cuda

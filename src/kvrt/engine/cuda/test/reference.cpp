@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "kvrt/core/dtype.h"
 
@@ -47,9 +48,33 @@ float swiglu(float gate, float up) {
   return round_bf16(silu * round_bf16(up));
 }
 
+void row_norm(const float* x, const float* weight, const float* residual, float* out, int width,
+              float eps, bool unit_offset) {
+  double squares = 0.0;
+  for (int i = 0; i < width; ++i) squares += static_cast<double>(x[i]) * x[i];
+  const double r = 1.0 / std::sqrt(squares / width + eps);
+  for (int i = 0; i < width; ++i) {
+    const float normed = unit_offset
+                             ? round_bf16(static_cast<float>(x[i] * r * (1.0 + weight[i])))
+                             : round_bf16(round_bf16(static_cast<float>(x[i] * r)) * weight[i]);
+    out[i] = residual != nullptr ? round_bf16(residual[i] + normed) : normed;
+  }
+}
+
+float geglu(float gate, float up) {
+  const double g = round_bf16(gate);
+  const double inner = std::sqrt(2.0 / std::numbers::pi) * (g + 0.044715 * g * g * g);
+  const float gelu = round_bf16(static_cast<float>(0.5 * g * (1.0 + std::tanh(inner))));
+  return round_bf16(gelu * round_bf16(up));
+}
+
+float softcap(float x, float cap) {
+  return static_cast<float>(std::tanh(static_cast<double>(x) / cap) * cap);
+}
+
 void rope_head(float* head, int head_dim, int position, const std::vector<float>& inv_freq,
-               float attention_scaling) {
-  const int half = head_dim / 2;
+               float attention_scaling, int rotary_dim) {
+  const int half = (rotary_dim != 0 ? rotary_dim : head_dim) / 2;
   for (int j = 0; j < half; ++j) {
     const float angle = static_cast<float>(position) * inv_freq[static_cast<size_t>(j)];
     const double c = std::cos(static_cast<double>(angle)) * attention_scaling;
@@ -62,19 +87,21 @@ void rope_head(float* head, int head_dim, int position, const std::vector<float>
 
 std::vector<float> attention(const std::vector<float>& q, const std::vector<float>& k_cache,
                              const std::vector<float>& v_cache, const std::vector<int>& positions,
-                             int q_heads, int kv_heads, int dim, int max_seq, float scale) {
+                             int q_heads, int kv_heads, int dim, int max_seq, float scale,
+                             int window) {
   const int tokens = static_cast<int>(positions.size());
   const int group = q_heads / kv_heads;
   std::vector<float> out(static_cast<size_t>(tokens) * q_heads * dim, 0.0f);
   std::vector<double> weights;
   for (int t = 0; t < tokens; ++t) {
     const int last = positions[static_cast<size_t>(t)];
+    const int first = window > 0 ? std::max(0, last - window + 1) : 0;
     for (int h = 0; h < q_heads; ++h) {
       const float* qh = q.data() + (static_cast<size_t>(t) * q_heads + h) * dim;
       const size_t head_base = static_cast<size_t>(h / group) * max_seq * dim;
       weights.assign(static_cast<size_t>(last + 1), 0.0);
       double max_score = -INFINITY;
-      for (int j = 0; j <= last; ++j) {
+      for (int j = first; j <= last; ++j) {
         const float* kj = k_cache.data() + head_base + static_cast<size_t>(j) * dim;
         double dot = 0.0;
         for (int d = 0; d < dim; ++d) dot += static_cast<double>(qh[d]) * kj[d];
@@ -82,14 +109,15 @@ std::vector<float> attention(const std::vector<float>& q, const std::vector<floa
         max_score = std::max(max_score, dot * scale);
       }
       double sum = 0.0;
-      for (double& w : weights) {
+      for (int j = first; j <= last; ++j) {
+        double& w = weights[static_cast<size_t>(j)];
         w = std::exp(w - max_score);
         sum += w;
       }
       float* oh = out.data() + (static_cast<size_t>(t) * q_heads + h) * dim;
       for (int d = 0; d < dim; ++d) {
         double acc = 0.0;
-        for (int j = 0; j <= last; ++j) {
+        for (int j = first; j <= last; ++j) {
           acc += weights[static_cast<size_t>(j)] *
                  v_cache[head_base + static_cast<size_t>(j) * dim + d];
         }
