@@ -99,22 +99,40 @@ Status CudaEngine::resolve_weights() {
     }
     return store.get(names);
   };
+  auto norm = [&](const NormPlan& n) -> Result<const bf16*> {
+    if (!n.present()) return static_cast<const bf16*>(nullptr);
+    return one(n.weight);
+  };
   for (const LayerPlan& layer : plan_.layers) {
     LayerWeights w;
-    KVRT_ASSIGN_OR_RETURN(w.input_norm, one(layer.input_norm));
-    KVRT_ASSIGN_OR_RETURN(w.qkv, store.get({layer.q.weight, layer.k.weight, layer.v.weight}));
-    KVRT_ASSIGN_OR_RETURN(w.qkv_bias, biases({&layer.q, &layer.k, &layer.v}, "q/k/v"));
+    KVRT_ASSIGN_OR_RETURN(w.input_norm, norm(layer.input_norm));
+    if (layer.qkv_fused) {  // Phi-3's qkv_proj is already the layout the kernels want
+      KVRT_ASSIGN_OR_RETURN(w.qkv, one(layer.q.weight));
+      KVRT_ASSIGN_OR_RETURN(w.qkv_bias, biases({&layer.q}, "qkv_proj"));
+    } else {
+      KVRT_ASSIGN_OR_RETURN(w.qkv, store.get({layer.q.weight, layer.k.weight, layer.v.weight}));
+      KVRT_ASSIGN_OR_RETURN(w.qkv_bias, biases({&layer.q, &layer.k, &layer.v}, "q/k/v"));
+    }
+    KVRT_ASSIGN_OR_RETURN(w.q_norm, norm(layer.q_norm));
+    KVRT_ASSIGN_OR_RETURN(w.k_norm, norm(layer.k_norm));
     KVRT_ASSIGN_OR_RETURN(w.o, one(layer.o.weight));
     KVRT_ASSIGN_OR_RETURN(w.o_bias, biases({&layer.o}, "o_proj"));
-    KVRT_ASSIGN_OR_RETURN(w.post_norm, one(layer.post_attention_norm));
-    KVRT_ASSIGN_OR_RETURN(w.gate_up, store.get({layer.gate.weight, layer.up.weight}));
-    KVRT_ASSIGN_OR_RETURN(w.gate_up_bias, biases({&layer.gate, &layer.up}, "gate/up"));
+    KVRT_ASSIGN_OR_RETURN(w.attention_output_norm, norm(layer.attention_output_norm));
+    KVRT_ASSIGN_OR_RETURN(w.post_norm, norm(layer.post_attention_norm));
+    if (layer.gate_up_fused) {
+      KVRT_ASSIGN_OR_RETURN(w.gate_up, one(layer.gate.weight));
+      KVRT_ASSIGN_OR_RETURN(w.gate_up_bias, biases({&layer.gate}, "gate_up_proj"));
+    } else {
+      KVRT_ASSIGN_OR_RETURN(w.gate_up, store.get({layer.gate.weight, layer.up.weight}));
+      KVRT_ASSIGN_OR_RETURN(w.gate_up_bias, biases({&layer.gate, &layer.up}, "gate/up"));
+    }
     KVRT_ASSIGN_OR_RETURN(w.down, one(layer.down.weight));
     KVRT_ASSIGN_OR_RETURN(w.down_bias, biases({&layer.down}, "down_proj"));
+    KVRT_ASSIGN_OR_RETURN(w.mlp_output_norm, norm(layer.mlp_output_norm));
     layers_.push_back(w);
   }
   KVRT_ASSIGN_OR_RETURN(embedding_, one(plan_.embedding));
-  KVRT_ASSIGN_OR_RETURN(final_norm_, one(plan_.final_norm));
+  KVRT_ASSIGN_OR_RETURN(final_norm_, one(plan_.final_norm.weight));
   KVRT_ASSIGN_OR_RETURN(lm_head_, one(plan_.lm_head));
   return Status();
 }
@@ -136,10 +154,14 @@ Status CudaEngine::plan_memory() {
   const bool prefill = p.max_tokens > 1;
   const size_t c = prefill ? static_cast<size_t>(chunk_) : 0;
 
-  const size_t inv_freq = memory_.reserve(p.rope_inv_freq.size() * sizeof(float));
+  std::vector<size_t> tables;
+  for (const std::vector<float>& table : p.rope_tables) {
+    tables.push_back(memory_.reserve(table.size() * sizeof(float)));
+  }
   const size_t workspace = memory_.reserve(attention_workspace_bytes_);
   const size_t h_at = memory_.reserve(h * 2), qkv_at = memory_.reserve(qkv_width * 2);
   const size_t attn_at = memory_.reserve(q_width * 2), act_at = memory_.reserve(inter * 2);
+  const size_t row_at = memory_.reserve(h * 2), d_gate_up_at = memory_.reserve(2 * inter * 2);
   const size_t x_at = memory_.reserve(c * h * 2), normed_at = memory_.reserve(c * h * 2);
   const size_t p_qkv_at = memory_.reserve(c * qkv_width * 2);
   const size_t p_attn_at = memory_.reserve(c * q_width * 2);
@@ -151,14 +173,20 @@ Status CudaEngine::plan_memory() {
       memory_.reserve(p.next_token_output >= 0 ? kDecodeLinearArgmaxWorkspaceBytes : 0);
   KVRT_RETURN_IF_ERROR(memory_.commit());  // zeroed: the attention counters start at 0
 
-  inv_freq_ = reinterpret_cast<float*>(memory_.at(inv_freq));
-  KVRT_RETURN_IF_ERROR(
-      cuda_check(cudaMemcpy(inv_freq_, p.rope_inv_freq.data(),
-                            p.rope_inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice),
-                 "rope table upload"));
+  for (size_t t = 0; t < tables.size(); ++t) {
+    rope_tables_.push_back(reinterpret_cast<float*>(memory_.at(tables[t])));
+    KVRT_RETURN_IF_ERROR(
+        cuda_check(cudaMemcpy(rope_tables_[t], p.rope_tables[t].data(),
+                              p.rope_tables[t].size() * sizeof(float), cudaMemcpyHostToDevice),
+                   "rope table upload"));
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l].inv_freq = rope_tables_[static_cast<size_t>(p.layers[l].rope_table)];
+  }
   attention_workspace_ = reinterpret_cast<float*>(memory_.at(workspace));
   auto bf = [&](size_t at) { return reinterpret_cast<bf16*>(memory_.at(at)); };
   h_ = bf(h_at), qkv_ = bf(qkv_at), attn_ = bf(attn_at), act_ = bf(act_at);
+  row_ = bf(row_at), d_gate_up_ = bf(d_gate_up_at);
   x_ = bf(x_at), normed_ = bf(normed_at), p_qkv_ = bf(p_qkv_at), p_attn_ = bf(p_attn_at);
   gate_up_ = bf(gate_up_at), p_act_ = bf(p_act_at);
   positions_ = reinterpret_cast<int32_t*>(memory_.at(positions_at));

@@ -35,13 +35,38 @@ struct LayerWeights {
   const bf16* input_norm = nullptr;
   const bf16* qkv = nullptr;  // [(NH + 2 KVH) D, H]
   const bf16* qkv_bias = nullptr;
+  const bf16* q_norm = nullptr;  // [D] or null, and k_norm
+  const bf16* k_norm = nullptr;
   const bf16* o = nullptr;
   const bf16* o_bias = nullptr;
+  const bf16* attention_output_norm = nullptr;  // [H] or null
   const bf16* post_norm = nullptr;
   const bf16* gate_up = nullptr;  // [2 I, H]
   const bf16* gate_up_bias = nullptr;
   const bf16* down = nullptr;
   const bf16* down_bias = nullptr;
+  const bf16* mlp_output_norm = nullptr;  // [H] or null
+  const float* inv_freq = nullptr;        // the layer's rope table, [rotary_dim / 2]
+};
+
+// What a decode GEMV folds in: its input's Llama norm, SwiGLU over [gate; up] rows.
+struct GemvFold {
+  const bf16* norm_weight = nullptr;
+  float norm_eps = 0;
+  bool swiglu = false;
+};
+
+// The activations one composed layer works in: a decode token's or a prefill chunk's.
+struct LayerActivations {
+  int tokens = 1;
+  bool decode = true;                  // decode_linear and decode_attention, else cuBLASLt
+  const int32_t* positions = nullptr;  // [tokens], device
+  bf16* x = nullptr;                   // [tokens, H], the residual stream
+  bf16* normed = nullptr;              // [tokens, H], a norm's output or a block's
+  bf16* qkv = nullptr;                 // [tokens, (NH + 2 KVH) D]
+  bf16* attn = nullptr;                // [tokens, NH D]
+  bf16* gate_up = nullptr;             // [tokens, 2 I]
+  bf16* act = nullptr;                 // [tokens, I]
 };
 
 struct Binding {
@@ -101,10 +126,24 @@ class CudaEngine final : public Engine {
   bf16* cache(int input) const;
 
   // cuda_engine_run.cpp
-  Status rope_write(bf16* qkv, const int32_t* positions, int tokens, const LayerPlan& layer,
+  // The Llama/Qwen2 layer with the decode kernels' fusions (norms in the GEMVs, rope and
+  // the cache write in the attention): every plain layer of a SiLU, full-rotary model.
+  bool fused_decode(size_t layer) const;
+  Status rope_write(bf16* qkv, const int32_t* positions, int tokens, size_t layer,
                     cudaStream_t stream);
-  Status rope_and_generic_attention(bf16* qkv, const int32_t* positions, int tokens,
-                                    const LayerPlan& layer, bf16* out, cudaStream_t stream);
+  Status rope_and_generic_attention(bf16* qkv, const int32_t* positions, int tokens, size_t layer,
+                                    bf16* out, cudaStream_t stream);
+  Status decode_layer_fused(size_t layer, const StepIo& io, cudaStream_t stream);
+  // Any layer the plan matches, one launch per op (cuda_engine_layer.cpp).
+  Status composed_layer(size_t layer, const LayerActivations& a, cudaStream_t stream);
+  Status attend(size_t layer, const LayerActivations& a, cudaStream_t stream);
+  // x·Wᵀ (+ bias) (+ residual): decode_linear for a decode token, else cuBLASLt.
+  Status project(const bf16* weight, const bf16* bias, const LayerActivations& a, const bf16* in,
+                 int rows, int in_features, const bf16* residual, bf16* out, cudaStream_t stream,
+                 const GemvFold& fold = {});
+  Status norm_rows(const NormPlan& norm, const bf16* weight, const bf16* x, int tokens,
+                   const bf16* residual, bf16* out, cudaStream_t stream);
+  Status scale_embeddings(bf16* x, int tokens, cudaStream_t stream);
   Status decode_step(const StepIo& io, cudaStream_t stream);  // the launches of one token
   Status decode_steps(int steps, cudaStream_t stream);        // a run of them
   Status run_decode(int steps, cudaStream_t stream);          // replays (or captures) decode_steps
@@ -126,13 +165,14 @@ class CudaEngine final : public Engine {
   const bf16* lm_head_ = nullptr;
 
   DeviceMemory memory_;
-  float* inv_freq_ = nullptr;
-  int splits_ = 0;      // decode_attention's grid
-  int min_splits_ = 0;  // and the fewest a step uses
+  std::vector<float*> rope_tables_;  // plan_.rope_tables on the device
+  int splits_ = 0;                   // decode_attention's grid
+  int min_splits_ = 0;               // and the fewest a step uses
   float* attention_workspace_ = nullptr;
   size_t attention_workspace_bytes_ = 0;
-  // Decode activations (one token).
+  // Decode activations (one token). row_ also holds the head's normed row (Gemma).
   bf16 *h_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *act_ = nullptr;
+  bf16 *row_ = nullptr, *d_gate_up_ = nullptr;
   // Prefill activations (up to chunk_ tokens).
   int chunk_ = 0;
   bf16 *x_ = nullptr, *normed_ = nullptr, *p_qkv_ = nullptr, *p_attn_ = nullptr;

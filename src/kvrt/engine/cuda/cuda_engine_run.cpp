@@ -1,10 +1,10 @@
-// The CUDA engine's launches. Decode (one token) is the kernel library's fused step:
-// norm+q/k/v GEMV, attention with rope and the cache write fused, o_proj+residual,
-// norm+gate/up+SwiGLU, down+residual, norm+LM head (+argmax); captured once per set of bound
-// pointers (and run length) in a CUDA graph and replayed. A run of greedy steps is one
-// graph: step i reads step i - 1's token where its LM head wrote it. Prefill runs chunks of
-// up to chunk_ tokens through cuBLASLt linears, rope_kv_write and the prefill attention
-// kernel.
+// The CUDA engine's launches. Decode (one token) of a Llama/Qwen2 layer is the kernel
+// library's fused step: norm+q/k/v GEMV, attention with rope and the cache write fused,
+// o_proj+residual, norm+gate/up+SwiGLU, down+residual; other layers are composed
+// (cuda_engine_layer.cpp); then norm+LM head (+argmax). The step is captured once per set
+// of bound pointers (and run length) in a CUDA graph and replayed. A run of greedy steps is
+// one graph: step i reads step i - 1's token where its LM head wrote it. Prefill runs
+// chunks of up to chunk_ tokens through the composed layers (cuBLASLt linears).
 #include <algorithm>
 
 #include "kvrt/engine/cuda/cuda_engine_impl.h"
@@ -18,31 +18,38 @@ constexpr size_t kMaxCapturedSteps = 8;
 
 }  // namespace
 
-Status CudaEngine::rope_write(bf16* qkv, const int32_t* positions, int tokens,
-                              const LayerPlan& layer, cudaStream_t stream) {
+bool CudaEngine::fused_decode(size_t layer) const {
+  return plan_.layers[layer].plain() && plan_.activation == Activation::kSilu &&
+         plan_.rotary_dim == plan_.head_dim;
+}
+
+Status CudaEngine::rope_write(bf16* qkv, const int32_t* positions, int tokens, size_t layer,
+                              cudaStream_t stream) {
+  const LayerPlan& lp = plan_.layers[layer];
   RopeKvWrite rope;
   rope.qkv = qkv;
   rope.positions = positions;
-  rope.inv_freq = inv_freq_;
+  rope.inv_freq = layers_[layer].inv_freq;
   rope.tokens = tokens;
   rope.q_heads = static_cast<int>(plan_.q_heads);
   rope.kv_heads = static_cast<int>(plan_.kv_heads);
   rope.head_dim = static_cast<int>(plan_.head_dim);
-  rope.k_cache = cache(layer.k_cache_input);
-  rope.v_cache = cache(layer.v_cache_input);
+  rope.k_cache = cache(lp.k_cache_input);
+  rope.v_cache = cache(lp.v_cache_input);
   rope.max_seq = static_cast<int>(plan_.max_seq);
+  rope.rotary_dim = static_cast<int>(plan_.rotary_dim);
   return rope_kv_write(rope, stream);
 }
 
 Status CudaEngine::rope_and_generic_attention(bf16* qkv, const int32_t* positions, int tokens,
-                                              const LayerPlan& layer, bf16* out,
-                                              cudaStream_t stream) {
+                                              size_t layer, bf16* out, cudaStream_t stream) {
+  const LayerPlan& lp = plan_.layers[layer];
   KVRT_RETURN_IF_ERROR(rope_write(qkv, positions, tokens, layer, stream));
   GenericAttention attention;
   attention.q = qkv;
   attention.q_token_stride = (plan_.q_heads + 2 * plan_.kv_heads) * plan_.head_dim;
-  attention.k_cache = cache(layer.k_cache_input);
-  attention.v_cache = cache(layer.v_cache_input);
+  attention.k_cache = cache(lp.k_cache_input);
+  attention.v_cache = cache(lp.v_cache_input);
   attention.positions = positions;
   attention.out = out;
   attention.tokens = tokens;
@@ -51,84 +58,93 @@ Status CudaEngine::rope_and_generic_attention(bf16* qkv, const int32_t* position
   attention.head_dim = static_cast<int>(plan_.head_dim);
   attention.max_seq = static_cast<int>(plan_.max_seq);
   attention.scale = plan_.attention_scale;
+  attention.window = static_cast<int>(lp.window);
   return generic_attention(attention, stream);
 }
 
-Status CudaEngine::decode_step(const StepIo& io, cudaStream_t stream) {
+Status CudaEngine::decode_layer_fused(size_t l, const StepIo& io, cudaStream_t stream) {
   const DecoderPlan& p = plan_;
   const int hidden = static_cast<int>(p.hidden), inter = static_cast<int>(p.intermediate);
   const int q_heads = static_cast<int>(p.q_heads), kv_heads = static_cast<int>(p.kv_heads);
   const int dim = static_cast<int>(p.head_dim);
-  const int qkv_rows = (q_heads + 2 * kv_heads) * dim;
-  KVRT_RETURN_IF_ERROR(
-      embedding_gather(embedding_, static_cast<int>(p.vocab), hidden, io.token, 1, h_, stream));
+  const LayerWeights& w = layers_[l];
+  const LayerPlan& lp = p.layers[l];
+  DecodeLinear qkv;
+  qkv.weight = w.qkv;
+  qkv.input = h_;
+  qkv.rows = (q_heads + 2 * kv_heads) * dim;
+  qkv.in = hidden;
+  qkv.norm_weight = w.input_norm;
+  qkv.norm_eps = lp.input_norm.eps;
+  qkv.bias = w.qkv_bias;
+  qkv.output = qkv_;
+  KVRT_RETURN_IF_ERROR(decode_linear(qkv, stream));
+
+  if (!attention_head_dim_supported(p.head_dim)) {
+    KVRT_RETURN_IF_ERROR(rope_and_generic_attention(qkv_, io.position, 1, l, attn_, stream));
+  } else {
+    DecodeAttention attention;
+    attention.q = qkv_;
+    attention.k_cache = cache(lp.k_cache_input);
+    attention.v_cache = cache(lp.v_cache_input);
+    attention.position = io.position;
+    attention.out = attn_;
+    attention.q_heads = q_heads;
+    attention.kv_heads = kv_heads;
+    attention.head_dim = dim;
+    attention.max_seq = static_cast<int>(p.max_seq);
+    attention.scale = p.attention_scale;
+    attention.splits = splits_;
+    attention.min_splits = min_splits_;
+    attention.workspace = attention_workspace_;
+    attention.workspace_bytes = attention_workspace_bytes_;
+    attention.rope_inv_freq = w.inv_freq;
+    KVRT_RETURN_IF_ERROR(decode_attention(attention, stream));
+  }
+
+  DecodeLinear o;
+  o.weight = w.o;
+  o.input = attn_;
+  o.rows = hidden;
+  o.in = q_heads * dim;
+  o.bias = w.o_bias;
+  o.residual = h_;
+  o.output = h_;
+  KVRT_RETURN_IF_ERROR(decode_linear(o, stream));
+
+  DecodeLinear gate_up;
+  gate_up.weight = w.gate_up;
+  gate_up.input = h_;
+  gate_up.rows = inter;
+  gate_up.in = hidden;
+  gate_up.norm_weight = w.post_norm;
+  gate_up.norm_eps = lp.post_attention_norm.eps;
+  gate_up.swiglu = true;
+  gate_up.bias = w.gate_up_bias;
+  gate_up.output = act_;
+  KVRT_RETURN_IF_ERROR(decode_linear(gate_up, stream));
+
+  DecodeLinear down;
+  down.weight = w.down;
+  down.input = act_;
+  down.rows = hidden;
+  down.in = inter;
+  down.bias = w.down_bias;
+  down.residual = h_;
+  down.output = h_;
+  return decode_linear(down, stream);
+}
+
+Status CudaEngine::decode_step(const StepIo& io, cudaStream_t stream) {
+  KVRT_RETURN_IF_ERROR(embedding_gather(embedding_, static_cast<int>(plan_.vocab),
+                                        static_cast<int>(plan_.hidden), io.token, 1, h_, stream));
+  KVRT_RETURN_IF_ERROR(scale_embeddings(h_, 1, stream));
+  LayerActivations a;
+  a.positions = io.position;
+  a.x = h_, a.normed = row_, a.qkv = qkv_, a.attn = attn_, a.gate_up = d_gate_up_, a.act = act_;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const LayerWeights& w = layers_[l];
-    const LayerPlan& lp = p.layers[l];
-    DecodeLinear qkv;
-    qkv.weight = w.qkv;
-    qkv.input = h_;
-    qkv.rows = qkv_rows;
-    qkv.in = hidden;
-    qkv.norm_weight = w.input_norm;
-    qkv.norm_eps = lp.input_norm_eps;
-    qkv.bias = w.qkv_bias;
-    qkv.output = qkv_;
-    KVRT_RETURN_IF_ERROR(decode_linear(qkv, stream));
-
-    if (!attention_head_dim_supported(p.head_dim)) {
-      KVRT_RETURN_IF_ERROR(rope_and_generic_attention(qkv_, io.position, 1, lp, attn_, stream));
-    } else {
-      DecodeAttention attention;
-      attention.q = qkv_;
-      attention.k_cache = cache(lp.k_cache_input);
-      attention.v_cache = cache(lp.v_cache_input);
-      attention.position = io.position;
-      attention.out = attn_;
-      attention.q_heads = q_heads;
-      attention.kv_heads = kv_heads;
-      attention.head_dim = dim;
-      attention.max_seq = static_cast<int>(p.max_seq);
-      attention.scale = p.attention_scale;
-      attention.splits = splits_;
-      attention.min_splits = min_splits_;
-      attention.workspace = attention_workspace_;
-      attention.workspace_bytes = attention_workspace_bytes_;
-      attention.rope_inv_freq = inv_freq_;
-      KVRT_RETURN_IF_ERROR(decode_attention(attention, stream));
-    }
-
-    DecodeLinear o;
-    o.weight = w.o;
-    o.input = attn_;
-    o.rows = hidden;
-    o.in = q_heads * dim;
-    o.bias = w.o_bias;
-    o.residual = h_;
-    o.output = h_;
-    KVRT_RETURN_IF_ERROR(decode_linear(o, stream));
-
-    DecodeLinear gate_up;
-    gate_up.weight = w.gate_up;
-    gate_up.input = h_;
-    gate_up.rows = inter;
-    gate_up.in = hidden;
-    gate_up.norm_weight = w.post_norm;
-    gate_up.norm_eps = lp.post_attention_norm_eps;
-    gate_up.swiglu = true;
-    gate_up.bias = w.gate_up_bias;
-    gate_up.output = act_;
-    KVRT_RETURN_IF_ERROR(decode_linear(gate_up, stream));
-
-    DecodeLinear down;
-    down.weight = w.down;
-    down.input = act_;
-    down.rows = hidden;
-    down.in = inter;
-    down.bias = w.down_bias;
-    down.residual = h_;
-    down.output = h_;
-    KVRT_RETURN_IF_ERROR(decode_linear(down, stream));
+    KVRT_RETURN_IF_ERROR(fused_decode(l) ? decode_layer_fused(l, io, stream)
+                                         : composed_layer(l, a, stream));
   }
   return head(h_, io.next_token, stream);
 }
@@ -149,20 +165,32 @@ Status CudaEngine::decode_steps(int steps, cudaStream_t stream) {
   return Status();
 }
 
+// The final norm folds into the LM head's GEMV unless it is Gemma's (1 + w); a soft cap
+// runs on the logits after it, and then makes the greedy choice itself (capping can
+// saturate distinct logits into ties, which argmax breaks to the lowest index).
 Status CudaEngine::head(const bf16* x, int32_t* next_token, cudaStream_t stream) {
+  const int vocab = static_cast<int>(plan_.vocab);
   DecodeLinear lm_head;
   lm_head.weight = lm_head_;
   lm_head.input = x;
-  lm_head.rows = static_cast<int>(plan_.vocab);
+  lm_head.rows = vocab;
   lm_head.in = static_cast<int>(plan_.hidden);
-  lm_head.norm_weight = final_norm_;
-  lm_head.norm_eps = plan_.final_norm_eps;
+  if (plan_.final_norm.unit_offset) {
+    KVRT_RETURN_IF_ERROR(norm_rows(plan_.final_norm, final_norm_, x, 1, nullptr, row_, stream));
+    lm_head.input = row_;
+  } else {
+    lm_head.norm_weight = final_norm_;
+    lm_head.norm_eps = plan_.final_norm.eps;
+  }
   lm_head.output_f32 = logits_ptr();
-  if (next_token != nullptr) {  // greedy: the token chosen in the LM head's last block
+  const bool capped = plan_.logit_softcap > 0;
+  if (next_token != nullptr && !capped) {  // greedy: the token chosen in the last block
     lm_head.argmax_out = next_token;
     lm_head.argmax_workspace = argmax_workspace_;
   }
-  return decode_linear(lm_head, stream);
+  KVRT_RETURN_IF_ERROR(decode_linear(lm_head, stream));
+  if (!capped) return Status();
+  return softcap_logits(logits_ptr(), vocab, plan_.logit_softcap, next_token, stream);
 }
 
 Status CudaEngine::run_decode(int steps, cudaStream_t stream) {
@@ -217,51 +245,19 @@ Status CudaEngine::run_prefill(int64_t tokens, cudaStream_t stream) {
 
 // Tokens [offset, offset + count) of the call, at positions P + offset + i.
 Status CudaEngine::prefill_chunk(int offset, int count, bool last, cudaStream_t stream) {
-  const DecoderPlan& p = plan_;
-  const int hidden = static_cast<int>(p.hidden), inter = static_cast<int>(p.intermediate);
-  const int q_heads = static_cast<int>(p.q_heads), kv_heads = static_cast<int>(p.kv_heads);
-  const int dim = static_cast<int>(p.head_dim), max_seq = static_cast<int>(p.max_seq);
-  const int qkv_rows = (q_heads + 2 * kv_heads) * dim;
+  const int hidden = static_cast<int>(plan_.hidden);
   KVRT_RETURN_IF_ERROR(fill_positions(position_ptr(), offset, count, positions_, stream));
-  KVRT_RETURN_IF_ERROR(embedding_gather(embedding_, static_cast<int>(p.vocab), hidden,
+  KVRT_RETURN_IF_ERROR(embedding_gather(embedding_, static_cast<int>(plan_.vocab), hidden,
                                         tokens_ptr() + offset, count, x_, stream));
+  KVRT_RETURN_IF_ERROR(scale_embeddings(x_, count, stream));
+  LayerActivations a;
+  a.tokens = count;
+  a.decode = false;
+  a.positions = positions_;
+  a.x = x_, a.normed = normed_, a.qkv = p_qkv_, a.attn = p_attn_, a.gate_up = gate_up_;
+  a.act = p_act_;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const LayerWeights& w = layers_[l];
-    const LayerPlan& lp = p.layers[l];
-    KVRT_RETURN_IF_ERROR(
-        rmsnorm(x_, w.input_norm, normed_, count, hidden, lp.input_norm_eps, stream));
-    KVRT_RETURN_IF_ERROR(
-        gemm_->run(w.qkv, normed_, count, qkv_rows, hidden, nullptr, p_qkv_, stream, w.qkv_bias));
-    if (!attention_head_dim_supported(p.head_dim)) {
-      KVRT_RETURN_IF_ERROR(
-          rope_and_generic_attention(p_qkv_, positions_, count, lp, p_attn_, stream));
-    } else {
-      KVRT_RETURN_IF_ERROR(rope_write(p_qkv_, positions_, count, lp, stream));
-      PrefillAttention attention;
-      attention.q = p_qkv_;
-      attention.q_token_stride = qkv_rows;
-      attention.k_cache = cache(lp.k_cache_input);
-      attention.v_cache = cache(lp.v_cache_input);
-      attention.positions = positions_;
-      attention.out = p_attn_;
-      attention.tokens = count;
-      attention.q_heads = q_heads;
-      attention.kv_heads = kv_heads;
-      attention.head_dim = dim;
-      attention.max_seq = max_seq;
-      attention.scale = p.attention_scale;
-      KVRT_RETURN_IF_ERROR(prefill_attention(attention, stream));
-    }
-
-    KVRT_RETURN_IF_ERROR(
-        gemm_->run(w.o, p_attn_, count, hidden, q_heads * dim, x_, x_, stream, w.o_bias));
-    KVRT_RETURN_IF_ERROR(
-        rmsnorm(x_, w.post_norm, normed_, count, hidden, lp.post_attention_norm_eps, stream));
-    KVRT_RETURN_IF_ERROR(gemm_->run(w.gate_up, normed_, count, 2 * inter, hidden, nullptr, gate_up_,
-                                    stream, w.gate_up_bias));
-    KVRT_RETURN_IF_ERROR(swiglu(gate_up_, p_act_, count, inter, stream));
-    KVRT_RETURN_IF_ERROR(
-        gemm_->run(w.down, p_act_, count, hidden, inter, x_, x_, stream, w.down_bias));
+    KVRT_RETURN_IF_ERROR(composed_layer(l, a, stream));
   }
   if (!last) return Status();
   return head(x_ + static_cast<size_t>(count - 1) * hidden, next_token_ptr(), stream);

@@ -1,7 +1,9 @@
 #include "kvrt/engine/cuda/decoder_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "kvrt/engine/cpu/ops.h"
@@ -34,7 +36,8 @@ class Matcher {
   }
   Status refuse(const graph::Node& node, const std::string& why) const {
     return not_supported("node '", node.name, "' (", node.op,
-                         "): the CUDA engine runs the Llama/Qwen2 decoder pattern; ", why);
+                         "): the CUDA engine runs the decoder pattern of docs/cuda-engine.md; ",
+                         why);
   }
 
   // The nodes reading `id` whose op is `op` (not yet matched).
@@ -85,12 +88,31 @@ class Matcher {
     matched_[n] = true;
     return w;
   }
-  Result<float> rms_norm(size_t n, std::string& weight) {
+  // An rms_norm over `width`-wide rows (head_dim > 0: a per-head norm of that width).
+  Result<NormPlan> rms_norm(size_t n, int64_t width, int64_t head_dim = 0) {
     const graph::Node& node = g_.nodes[n];
     KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op, cpu::prepare_op(node.op, node.name, node.attributes));
-    KVRT_ASSIGN_OR_RETURN(weight, param(node, 1));
+    if (op.norm_width != head_dim) {
+      return refuse(
+          node, head_dim > 0 ? "expected a norm of each head" : "expected a norm of whole rows");
+    }
+    NormPlan norm;
+    KVRT_ASSIGN_OR_RETURN(norm.weight, param(node, 1));
+    const graph::Value& weight = value(node.inputs[1]);
+    if (weight.shape.size() != 1 || weight.shape[0].size != width) {
+      return refuse(node, "weight '" + weight.name + "' must be [" + std::to_string(width) + "]");
+    }
+    norm.eps = op.eps;
+    norm.unit_offset = op.unit_offset;
     matched_[n] = true;
-    return op.eps;
+    return norm;
+  }
+  // The single node reading `id`, when it is an `op`; nullopt otherwise.
+  std::optional<size_t> only_consumer_if(ValueId id, std::string_view op) const {
+    if (consumers(id).size() != 1) return std::nullopt;
+    const size_t n = consumers(id)[0];
+    if (g_.nodes[n].op != op || matched_[n]) return std::nullopt;
+    return n;
   }
   Result<int> input_index(ValueId id) const {
     for (size_t i = 0; i < g_.inputs.size(); ++i) {
@@ -113,74 +135,106 @@ class Matcher {
     }
     return Status();
   }
-  Status rope_matches(const graph::Node& node, int64_t heads);
+  Result<int> rope_matches(const graph::Node& node, int64_t heads, DecoderPlan& plan);
+  Result<std::array<ValueId, 3>> projections(ValueId normed, const graph::Node& norm,
+                                             const DecoderPlan& plan, LayerPlan& layer);
+  Status attention_block(ValueId normed, const graph::Node& norm, DecoderPlan& plan,
+                         LayerPlan& layer, ValueId& attended);
+  Result<ValueId> mlp_block(ValueId normed, const graph::Node& norm, DecoderPlan& plan,
+                            LayerPlan& layer);
+  Result<ValueId> output_norm(ValueId out, int64_t hidden, NormPlan& norm);
   Result<ValueId> layer(ValueId x, DecoderPlan& plan);
 
   const graph::Graph& g_;
   std::vector<std::vector<size_t>> consumers_;
   std::vector<bool> matched_;
   std::vector<ValueId> outputs_;
-  std::optional<cpu::PreparedOp> rope_;  // the first rope node's parsed attributes
   ValueId position_ = -1;
 };
 
-Status Matcher::rope_matches(const graph::Node& node, int64_t heads) {
+// A rope node of this layer: its heads, the position input and its rotary table, which
+// is added to the plan's tables unless an equal one is there; returns the table's index.
+Result<int> Matcher::rope_matches(const graph::Node& node, int64_t heads, DecoderPlan& plan) {
   KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op, cpu::prepare_op(node.op, node.name, node.attributes));
-  if (op.num_heads != heads) {
-    return refuse(node, "rotates " + std::to_string(op.num_heads) + " heads, expected " +
-                            std::to_string(heads));
+  if (op.num_heads != heads || op.head_dim != plan.head_dim) {
+    return refuse(node, "rotates " + std::to_string(op.num_heads) + " heads of " +
+                            std::to_string(op.head_dim) + ", expected " + std::to_string(heads) +
+                            " of " + std::to_string(plan.head_dim));
   }
   if (node.inputs.size() != 2 || node.inputs[1] != position_) {
     return refuse(node, "must read the partition's position input");
   }
-  if (!rope_) {
-    rope_ = std::move(op);
-  } else if (op.head_dim != rope_->head_dim || op.inv_freq != rope_->inv_freq) {
-    return refuse(node, "its rotary frequencies differ from the first rope's");
+  if (plan.rotary_dim == 0) plan.rotary_dim = op.rotary_dim;
+  if (op.rotary_dim != plan.rotary_dim) {
+    return refuse(node, "every layer must rotate the first layer's " +
+                            std::to_string(plan.rotary_dim) + " dims");
   }
-  return Status();
+  matched_[static_cast<size_t>(&node - g_.nodes.data())] = true;
+  for (size_t t = 0; t < plan.rope_tables.size(); ++t) {
+    if (plan.rope_tables[t] == op.inv_freq) return static_cast<int>(t);
+  }
+  plan.rope_tables.push_back(std::move(op.inv_freq));
+  return static_cast<int>(plan.rope_tables.size() - 1);
 }
 
-Result<ValueId> Matcher::layer(ValueId x, DecoderPlan& plan) {
-  LayerPlan layer;
+// One of q, k, v on its way from the projection to the cache or the attention:
+// rows (─► head norm) (─► rope) (─► kv_cache_write).
+struct Branch {
+  ValueId rows = -1;
+  size_t producer = 0;  // the linear, or the slice of the fused linear
+  std::optional<size_t> norm, rope, write;
+  ValueId end = -1;
+};
+
+// The projections of the input norm's output `normed`: q, k and v linears, or one fused
+// linear cut by three slices in q|k|v order (Phi-3). Roles come from dataflow (what reads
+// each), never from names or order; then the shapes, head norms, rope and cache writes
+// are checked against the attention's heads.
+Status Matcher::attention_block(ValueId normed, const graph::Node& norm, DecoderPlan& plan,
+                                LayerPlan& layer, ValueId& attended) {
   const int64_t h = plan.hidden;
-  KVRT_ASSIGN_OR_RETURN(size_t norm, one_consumer(x, "rms_norm", "input norm"));
-  KVRT_ASSIGN_OR_RETURN(layer.input_norm_eps, rms_norm(norm, layer.input_norm));
-  const ValueId normed = g_.nodes[norm].outputs[0];
-  std::vector<size_t> projections = consumers_with_op(normed, "linear");
-  if (projections.size() != 3 || consumers(normed).size() != 3) {
-    return refuse(g_.nodes[norm], "its output must feed exactly the q, k and v projections");
+  std::vector<size_t> linears = consumers_with_op(normed, "linear");
+  std::vector<std::pair<ValueId, size_t>> rows;  // value, producing node
+  std::optional<size_t> fused;
+  if (linears.size() == 3 && consumers(normed).size() == 3) {
+    for (size_t p : linears) rows.emplace_back(g_.nodes[p].outputs[0], p);
+  } else if (linears.size() == 1 && consumers(normed).size() == 1) {
+    fused = linears[0];
+    const ValueId out = g_.nodes[*fused].outputs[0];
+    for (size_t s : consumers_with_op(out, "slice")) rows.emplace_back(g_.nodes[s].outputs[0], s);
+    if (rows.size() != 3 || consumers(out).size() != 3) {
+      return refuse(g_.nodes[*fused], "a fused q/k/v projection must be cut into three slices");
+    }
+  } else {
+    return refuse(norm, "its output must feed the q, k and v projections (or one fused qkv)");
   }
-  // q: linear -> rope -> attention[0]; k: linear -> rope -> kv_cache_write; v: linear ->
-  // kv_cache_write. Roles come from dataflow, not names or order.
-  std::optional<size_t> q, k, v, q_rope, k_rope, k_write, v_write;
-  for (size_t p : projections) {
-    const ValueId out = g_.nodes[p].outputs[0];
-    std::vector<size_t> ropes = consumers_with_op(out, "rope");
-    std::vector<size_t> writes = consumers_with_op(out, "kv_cache_write");
-    if (consumers(out).size() != 1) return refuse(g_.nodes[p], "its output must have one reader");
-    if (writes.size() == 1) {
-      v = p, v_write = writes[0];
-    } else if (ropes.size() == 1) {
-      const ValueId rotated = g_.nodes[ropes[0]].outputs[0];
-      std::vector<size_t> rotated_writes = consumers_with_op(rotated, "kv_cache_write");
-      if (rotated_writes.size() == 1) {
-        k = p, k_rope = ropes[0], k_write = rotated_writes[0];
-      } else {
-        q = p, q_rope = ropes[0];
-      }
+  std::optional<Branch> q, k, v;
+  for (auto [id, producer] : rows) {
+    Branch b{id, producer};
+    ValueId at = id;
+    if (auto n = only_consumer_if(at, "rms_norm")) b.norm = n, at = g_.nodes[*n].outputs[0];
+    if (auto r = only_consumer_if(at, "rope")) b.rope = r, at = g_.nodes[*r].outputs[0];
+    if (auto w = only_consumer_if(at, "kv_cache_write"); w && g_.nodes[*w].inputs[1] == at) {
+      b.write = w;
+    }
+    b.end = at;
+    if (b.rope && b.write) {
+      k = b;
+    } else if (b.rope) {
+      q = b;
+    } else if (b.write && !b.norm) {
+      v = b;
     }
   }
   if (!q || !k || !v) {
-    return refuse(g_.nodes[norm],
-                  "its projections are not q (rope, attention), k (rope, cache "
-                  "write) and v (cache write)");
+    return refuse(norm,
+                  "its projections are not q (rope, attention), k (rope, cache write) "
+                  "and v (cache write)");
   }
-  const ValueId q_rot = g_.nodes[*q_rope].outputs[0];
-  KVRT_ASSIGN_OR_RETURN(size_t attention, one_consumer(q_rot, "attention", "attention query"));
+  KVRT_ASSIGN_OR_RETURN(size_t attention, one_consumer(q->end, "attention", "attention query"));
   const graph::Node& att = g_.nodes[attention];
   KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp att_op, cpu::prepare_op(att.op, att.name, att.attributes));
-  if (plan.layers.empty() && plan.q_heads == 0) {
+  if (plan.q_heads == 0) {
     plan.q_heads = att_op.num_heads;
     plan.kv_heads = att_op.num_kv_heads;
     plan.head_dim = att_op.head_dim;
@@ -190,18 +244,51 @@ Result<ValueId> Matcher::layer(ValueId x, DecoderPlan& plan) {
       att_op.head_dim != plan.head_dim || att_op.scale != plan.attention_scale) {
     return refuse(att, "every layer must have the first layer's heads, head_dim and scale");
   }
+  layer.window = att_op.window;
   const int64_t d = plan.head_dim, q_width = plan.q_heads * d, kv_width = plan.kv_heads * d;
-  KVRT_RETURN_IF_ERROR(rope_matches(g_.nodes[*q_rope], plan.q_heads));
-  KVRT_RETURN_IF_ERROR(rope_matches(g_.nodes[*k_rope], plan.kv_heads));
-  matched_[*q_rope] = matched_[*k_rope] = true;
-  KVRT_ASSIGN_OR_RETURN(layer.q, linear(*q, q_width, h));
-  KVRT_ASSIGN_OR_RETURN(layer.k, linear(*k, kv_width, h));
-  KVRT_ASSIGN_OR_RETURN(layer.v, linear(*v, kv_width, h));
+
+  if (fused) {
+    KVRT_ASSIGN_OR_RETURN(layer.q, linear(*fused, q_width + 2 * kv_width, h));
+    layer.qkv_fused = true;
+    for (auto [branch, begin, size] :
+         {std::tuple{&*q, int64_t{0}, q_width}, std::tuple{&*k, q_width, kv_width},
+          std::tuple{&*v, q_width + kv_width, kv_width}}) {
+      const graph::Node& slice = g_.nodes[branch->producer];
+      KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op,
+                            cpu::prepare_op(slice.op, slice.name, slice.attributes));
+      if (op.begin != begin || op.size != size) {
+        return refuse(slice, "the fused projection's slices must be q, k, v in that order");
+      }
+      matched_[branch->producer] = true;
+    }
+  } else {
+    for (const Branch* b : {&*q, &*k, &*v}) {
+      if (consumers(b->rows).size() != 1) {
+        return refuse(g_.nodes[b->producer], "its output must have one reader");
+      }
+    }
+    KVRT_ASSIGN_OR_RETURN(layer.q, linear(q->producer, q_width, h));
+    KVRT_ASSIGN_OR_RETURN(layer.k, linear(k->producer, kv_width, h));
+    KVRT_ASSIGN_OR_RETURN(layer.v, linear(v->producer, kv_width, h));
+  }
+  if (q->norm.has_value() != k->norm.has_value()) {
+    return refuse(g_.nodes[q->norm ? *q->norm : *k->norm],
+                  "q and k must both have a head norm or neither");
+  }
+  if (q->norm) {
+    KVRT_ASSIGN_OR_RETURN(layer.q_norm, rms_norm(*q->norm, d, d));
+    KVRT_ASSIGN_OR_RETURN(layer.k_norm, rms_norm(*k->norm, d, d));
+  }
+  KVRT_ASSIGN_OR_RETURN(layer.rope_table, rope_matches(g_.nodes[*q->rope], plan.q_heads, plan));
+  KVRT_ASSIGN_OR_RETURN(int k_table, rope_matches(g_.nodes[*k->rope], plan.kv_heads, plan));
+  if (k_table != layer.rope_table) {
+    return refuse(g_.nodes[*k->rope], "k must rotate with q's frequencies");
+  }
 
   // The cache writes: [cache, rows, position] -> the cache, updated in place.
   for (auto [write, cache_input, cache_output] :
-       {std::tuple{*k_write, &layer.k_cache_input, &layer.k_cache_output},
-        std::tuple{*v_write, &layer.v_cache_input, &layer.v_cache_output}}) {
+       {std::tuple{*k->write, &layer.k_cache_input, &layer.k_cache_output},
+        std::tuple{*v->write, &layer.v_cache_input, &layer.v_cache_output}}) {
     const graph::Node& node = g_.nodes[write];
     if (node.inputs.size() != 3 || node.inputs[2] != position_) {
       return refuse(node, "must write at the partition's position input");
@@ -221,16 +308,106 @@ Result<ValueId> Matcher::layer(ValueId x, DecoderPlan& plan) {
     }
     matched_[write] = true;
   }
-  if (att.inputs.size() != 4 || att.inputs[1] != g_.nodes[*k_write].outputs[0] ||
-      att.inputs[2] != g_.nodes[*v_write].outputs[0] || att.inputs[3] != position_) {
+  if (att.inputs.size() != 4 || att.inputs[1] != g_.nodes[*k->write].outputs[0] ||
+      att.inputs[2] != g_.nodes[*v->write].outputs[0] || att.inputs[3] != position_) {
     return refuse(att, "must read this layer's updated k and v caches at the position input");
   }
   matched_[attention] = true;
-  const ValueId attended = att.outputs[0];
+  attended = att.outputs[0];
+  return Status();
+}
+
+// A block's output (o_proj, down_proj) normalized before the residual add (Gemma 3's
+// post norms), when it is; returns the value the add reads.
+Result<ValueId> Matcher::output_norm(ValueId out, int64_t hidden, NormPlan& norm) {
+  std::optional<size_t> n = only_consumer_if(out, "rms_norm");
+  if (!n) return out;
+  KVRT_ASSIGN_OR_RETURN(norm, rms_norm(*n, hidden));
+  return g_.nodes[*n].outputs[0];
+}
+
+// gate and up from the pre-MLP norm's output (two linears, or one fused linear cut by two
+// slices in gate|up order), the activation, and down; returns down's output.
+Result<ValueId> Matcher::mlp_block(ValueId normed, const graph::Node& norm, DecoderPlan& plan,
+                                   LayerPlan& layer) {
+  const int64_t h = plan.hidden;
+  std::vector<size_t> linears = consumers_with_op(normed, "linear");
+  std::vector<std::pair<ValueId, size_t>> rows;  // value, producing node
+  std::optional<size_t> fused;
+  if (linears.size() == 2 && consumers(normed).size() == 2) {
+    for (size_t p : linears) rows.emplace_back(g_.nodes[p].outputs[0], p);
+  } else if (linears.size() == 1 && consumers(normed).size() == 1) {
+    fused = linears[0];
+    const ValueId out = g_.nodes[*fused].outputs[0];
+    for (size_t s : consumers_with_op(out, "slice")) rows.emplace_back(g_.nodes[s].outputs[0], s);
+    if (rows.size() != 2 || consumers(out).size() != 2) {
+      return refuse(g_.nodes[*fused], "a fused gate/up projection must be cut into two slices");
+    }
+  } else {
+    return refuse(norm, "its output must feed the gate and up projections (or one fused)");
+  }
+  // The activation reads gate first, up second.
+  std::optional<size_t> act;
+  size_t gate = 0, up = 0;
+  for (size_t i = 0; i < 2 && !act; ++i) {
+    for (std::string_view op : {"silu_mul", "gelu_tanh_mul"}) {
+      std::optional<size_t> n = only_consumer_if(rows[i].first, op);
+      if (n && g_.nodes[*n].inputs.size() == 2 && g_.nodes[*n].inputs[0] == rows[i].first &&
+          g_.nodes[*n].inputs[1] == rows[1 - i].first && consumers(rows[1 - i].first).size() == 1) {
+        act = n, gate = i, up = 1 - i;
+      }
+    }
+  }
+  if (!act) {
+    return refuse(norm, "its projections must meet in silu_mul or gelu_tanh_mul(gate, up)");
+  }
+  const graph::Node& act_node = g_.nodes[*act];
+  const Activation kind = act_node.op == "silu_mul" ? Activation::kSilu : Activation::kGeluTanh;
+  if (plan.layers.empty()) plan.activation = kind;
+  if (kind != plan.activation) return refuse(act_node, "every layer must use the same activation");
+  const graph::Value& gate_rows = value(rows[gate].first);
+  const int64_t inter = gate_rows.shape.size() == 2 ? gate_rows.shape[1].size : 0;
+  if (plan.intermediate == 0) plan.intermediate = inter;
+  if (inter != plan.intermediate) {
+    return refuse(g_.nodes[rows[gate].second], "every layer must have the same MLP width");
+  }
+  if (fused) {
+    KVRT_ASSIGN_OR_RETURN(layer.gate, linear(*fused, 2 * inter, h));
+    layer.gate_up_fused = true;
+    for (auto [i, begin] : {std::pair{gate, int64_t{0}}, std::pair{up, inter}}) {
+      const graph::Node& slice = g_.nodes[rows[i].second];
+      KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op,
+                            cpu::prepare_op(slice.op, slice.name, slice.attributes));
+      if (op.begin != begin || op.size != inter) {
+        return refuse(slice, "the fused projection's slices must be gate, up in that order");
+      }
+      matched_[rows[i].second] = true;
+    }
+  } else {
+    KVRT_ASSIGN_OR_RETURN(layer.gate, linear(rows[gate].second, inter, h));
+    KVRT_ASSIGN_OR_RETURN(layer.up, linear(rows[up].second, inter, h));
+  }
+  matched_[*act] = true;
+  KVRT_ASSIGN_OR_RETURN(size_t down, one_consumer(act_node.outputs[0], "linear", "down_proj"));
+  KVRT_ASSIGN_OR_RETURN(layer.down, linear(down, h, inter));
+  return g_.nodes[down].outputs[0];
+}
+
+Result<ValueId> Matcher::layer(ValueId x, DecoderPlan& plan) {
+  LayerPlan layer;
+  const int64_t h = plan.hidden;
+  KVRT_ASSIGN_OR_RETURN(size_t norm, one_consumer(x, "rms_norm", "input norm"));
+  KVRT_ASSIGN_OR_RETURN(layer.input_norm, rms_norm(norm, h));
+  ValueId attended = -1;
+  KVRT_RETURN_IF_ERROR(
+      attention_block(g_.nodes[norm].outputs[0], g_.nodes[norm], plan, layer, attended));
+  const int64_t q_width = plan.q_heads * plan.head_dim;
   KVRT_ASSIGN_OR_RETURN(size_t o, one_consumer(attended, "linear", "o_proj"));
   KVRT_ASSIGN_OR_RETURN(layer.o, linear(o, h, q_width));
+  KVRT_ASSIGN_OR_RETURN(ValueId o_out,
+                        output_norm(g_.nodes[o].outputs[0], h, layer.attention_output_norm));
 
-  // Residual adds: x + o, then x + down (either operand order).
+  // Residual adds: x + attention, then x + MLP (either operand order).
   auto residual = [&](ValueId skip, ValueId branch) -> Result<ValueId> {
     KVRT_ASSIGN_OR_RETURN(size_t add, one_consumer(branch, "add", "residual"));
     const graph::Node& node = g_.nodes[add];
@@ -241,79 +418,24 @@ Result<ValueId> Matcher::layer(ValueId x, DecoderPlan& plan) {
     matched_[add] = true;
     return node.outputs[0];
   };
-  KVRT_ASSIGN_OR_RETURN(ValueId mid, residual(x, g_.nodes[o].outputs[0]));
+  KVRT_ASSIGN_OR_RETURN(ValueId mid, residual(x, o_out));
   if (consumers(x).size() != 2) {
     return refuse(g_.nodes[norm], "the residual stream must feed only the norm and the add");
   }
 
-  KVRT_ASSIGN_OR_RETURN(size_t norm2, one_consumer(mid, "rms_norm", "post-attention norm"));
-  KVRT_ASSIGN_OR_RETURN(layer.post_attention_norm_eps, rms_norm(norm2, layer.post_attention_norm));
-  const ValueId normed2 = g_.nodes[norm2].outputs[0];
-  KVRT_ASSIGN_OR_RETURN(size_t gate_node, std::invoke([&]() -> Result<size_t> {
-                          for (size_t p : consumers_with_op(normed2, "linear")) {
-                            const ValueId out = g_.nodes[p].outputs[0];
-                            for (size_t s : consumers_with_op(out, "silu_mul")) {
-                              if (g_.nodes[s].inputs[0] == out) return p;
-                            }
-                          }
-                          return refuse(g_.nodes[norm2], "its output must feed gate and up");
-                        }));
-  KVRT_ASSIGN_OR_RETURN(size_t silu,
-                        one_consumer(g_.nodes[gate_node].outputs[0], "silu_mul", "SwiGLU"));
-  const graph::Node& silu_node = g_.nodes[silu];
-  if (silu_node.inputs.size() != 2) return refuse(silu_node, "takes gate and up");
-  const ValueId up_out = silu_node.inputs[1];
-  std::optional<size_t> up_node;
-  for (size_t p : consumers_with_op(normed2, "linear")) {
-    if (g_.nodes[p].outputs[0] == up_out) up_node = p;
-  }
-  if (!up_node || consumers(normed2).size() != 2 || consumers(up_out).size() != 1 ||
-      consumers(g_.nodes[gate_node].outputs[0]).size() != 1) {
-    return refuse(silu_node, "must multiply silu(gate(x)) by up(x) of the same norm");
-  }
-  int64_t inter = value(g_.nodes[gate_node].inputs[1]).shape.empty()
-                      ? 0
-                      : value(g_.nodes[gate_node].inputs[1]).shape[0].size;
-  if (plan.intermediate == 0) plan.intermediate = inter;
-  if (inter != plan.intermediate) {
-    return refuse(g_.nodes[gate_node], "every layer must have the same MLP width");
-  }
-  KVRT_ASSIGN_OR_RETURN(layer.gate, linear(gate_node, inter, h));
-  KVRT_ASSIGN_OR_RETURN(layer.up, linear(*up_node, inter, h));
-  matched_[silu] = true;
-  KVRT_ASSIGN_OR_RETURN(size_t down, one_consumer(silu_node.outputs[0], "linear", "down_proj"));
-  KVRT_ASSIGN_OR_RETURN(layer.down, linear(down, h, inter));
-  KVRT_ASSIGN_OR_RETURN(ValueId out, residual(mid, g_.nodes[down].outputs[0]));
+  KVRT_ASSIGN_OR_RETURN(size_t norm2, one_consumer(mid, "rms_norm", "pre-MLP norm"));
+  KVRT_ASSIGN_OR_RETURN(layer.post_attention_norm, rms_norm(norm2, h));
+  KVRT_ASSIGN_OR_RETURN(ValueId down,
+                        mlp_block(g_.nodes[norm2].outputs[0], g_.nodes[norm2], plan, layer));
+  KVRT_ASSIGN_OR_RETURN(ValueId mlp_out, output_norm(down, h, layer.mlp_output_norm));
+  KVRT_ASSIGN_OR_RETURN(ValueId out, residual(mid, mlp_out));
   if (consumers(mid).size() != 2) {
     return refuse(g_.nodes[norm2], "the residual stream must feed only the norm and the add");
   }
   plan.layers.push_back(std::move(layer));
   return out;
 }
-
-// What the other model families add (docs/graph.md) and the CUDA kernels do not run:
-// refused up front, naming the node, rather than met as a pattern mismatch.
-Status refuse_family_features(const graph::Node& node) {
-  auto refuse = [&](const std::string& what) {
-    return not_supported("node '", node.name, "' (", node.op, "): ", what,
-                         " is not supported by the CUDA engine");
-  };
-  for (std::string_view op : {"scale", "gelu_tanh_mul", "softcap", "slice"}) {
-    if (node.op == op) return refuse("op '" + std::string(op) + "'");
-  }
-  if (node.op != "rms_norm" && node.op != "rope" && node.op != "attention") return Status();
-  KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op, cpu::prepare_op(node.op, node.name, node.attributes));
-  if (op.unit_offset) return refuse("an rms_norm scaling by (1 + weight)");
-  if (op.norm_width > 0) return refuse("a per-head rms_norm");
-  if (op.kind == cpu::OpKind::kRope && op.rotary_dim != op.head_dim) {
-    return refuse("partial rotary (rotary_dim " + std::to_string(op.rotary_dim) + ")");
-  }
-  if (op.window > 0) return refuse("sliding-window attention");
-  return Status();
-}
-
 Result<DecoderPlan> Matcher::run() {
-  for (const graph::Node& node : g_.nodes) KVRT_RETURN_IF_ERROR(refuse_family_features(node));
   DecoderPlan plan;
   outputs_ = g_.outputs;
   for (const graph::BufferMutation& m : g_.mutations) {
@@ -349,6 +471,15 @@ Result<DecoderPlan> Matcher::run() {
   plan.hidden = table.shape[1].size;
   matched_[embed] = true;
   ValueId x = g_.nodes[embed].outputs[0];
+  // Gemma's normalizer: the embedding times sqrt(hidden).
+  if (std::optional<size_t> scale = only_consumer_if(x, "scale")) {
+    const graph::Node& node = g_.nodes[*scale];
+    KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op, cpu::prepare_op(node.op, node.name, node.attributes));
+    if (!(op.factor > 0)) return refuse(node, "the embedding scale must be positive");
+    plan.embedding_scale = op.factor;
+    matched_[*scale] = true;
+    x = node.outputs[0];
+  }
 
   // Layers until the stream meets the final norm (its output feeds take_last).
   while (true) {
@@ -361,7 +492,7 @@ Result<DecoderPlan> Matcher::run() {
     KVRT_ASSIGN_OR_RETURN(x, layer(x, plan));
   }
   KVRT_ASSIGN_OR_RETURN(size_t final_norm, one_consumer(x, "rms_norm", "final norm"));
-  KVRT_ASSIGN_OR_RETURN(plan.final_norm_eps, rms_norm(final_norm, plan.final_norm));
+  KVRT_ASSIGN_OR_RETURN(plan.final_norm, rms_norm(final_norm, plan.hidden));
   KVRT_ASSIGN_OR_RETURN(size_t last,
                         one_consumer(g_.nodes[final_norm].outputs[0], "take_last", "last token"));
   matched_[last] = true;
@@ -369,7 +500,17 @@ Result<DecoderPlan> Matcher::run() {
   KVRT_ASSIGN_OR_RETURN(LinearWeights lm_head, linear(head, plan.vocab, plan.hidden));
   if (!lm_head.bias.empty()) return refuse(g_.nodes[head], "an LM head bias is not supported");
   plan.lm_head = lm_head.weight;
-  const ValueId logits = g_.nodes[head].outputs[0];
+  ValueId logits = g_.nodes[head].outputs[0];
+  // Gemma 2/3's final_logit_softcapping, on the LM head's f32 output.
+  if (std::optional<size_t> cap = only_consumer_if(logits, "softcap")) {
+    const graph::Node& node = g_.nodes[*cap];
+    KVRT_ASSIGN_OR_RETURN(cpu::PreparedOp op, cpu::prepare_op(node.op, node.name, node.attributes));
+    if (!(op.factor > 0)) return refuse(node, "the cap must be positive");
+    if (value(logits).dtype != DType::kF32) return refuse(node, "it must cap f32 logits");
+    plan.logit_softcap = op.factor;
+    matched_[*cap] = true;
+    logits = node.outputs[0];
+  }
   plan.logits_output = output_index(logits);
   if (plan.logits_output < 0 || value(logits).dtype != DType::kF32) {
     return refuse(g_.nodes[head], "its f32 logits must be a partition output");
@@ -407,7 +548,6 @@ Result<DecoderPlan> Matcher::run() {
     return not_supported("hidden ", plan.hidden, " and MLP width ", plan.intermediate,
                          " must be multiples of 8 for the CUDA linear kernels");
   }
-  plan.rope_inv_freq = rope_->inv_freq;
   return plan;
 }
 

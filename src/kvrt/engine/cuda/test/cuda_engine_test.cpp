@@ -226,16 +226,20 @@ TEST_P(CudaFixture, MatchesTheCpuEngineOnTheSameProgram_G2) {
   EXPECT_LE(worst, 0.04f * scale + 0.02f) << "beyond bf16 accuracy";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFixture,
-                         ::testing::Values("tests/fixtures/llama_gqa",
-                                           "tests/fixtures/llama_sharded",
-                                           "tests/fixtures/llama_untied",
-                                           "tests/fixtures/qwen2_bias", "models/fortune-llama"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return fs::path(info.param).filename().string() == "fortune-llama"
-                                      ? std::string("fortune_llama")
-                                      : fs::path(info.param).filename().string();
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, CudaFixture,
+    ::testing::Values("tests/fixtures/llama_gqa", "tests/fixtures/llama_sharded",
+                      "tests/fixtures/llama_untied", "tests/fixtures/qwen2_bias",
+                      "models/fortune-llama",
+                      // The other families: the composed layers.
+                      "tests/fixtures/qwen3_norms", "tests/fixtures/mistral_window",
+                      "tests/fixtures/phi3_partial", "tests/fixtures/gemma_geglu",
+                      "tests/fixtures/gemma3_local"),
+    [](const ::testing::TestParamInfo<std::string>& info) {
+      return fs::path(info.param).filename().string() == "fortune-llama"
+                 ? std::string("fortune_llama")
+                 : fs::path(info.param).filename().string();
+    });
 
 class CudaEngine : public ::testing::Test {
  protected:
