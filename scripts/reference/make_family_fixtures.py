@@ -6,6 +6,11 @@ should also work) and safetensors; a GPU is only used for reference_bf16.json:
 
     python3 scripts/reference/make_family_fixtures.py --out tests/fixtures
     python3 scripts/reference/make_family_fixtures.py --out tests/fixtures --only gemma3_local
+    python3 scripts/reference/make_family_fixtures.py --out /tmp/wide --wide
+
+--wide makes <name>_wide variants with head dims 64 and 128 (not committed: over the
+fixture size limit), so that the CUDA engine's fast attention kernels run under each
+family's layers (the fixtures' head dims 16 and 32 take its generic kernel).
 
 For each fixture below it writes OUT/<name>/ as a normal HF checkpoint (config.json,
 model.safetensors, generation_config.json) and, computed by HF transformers from the
@@ -114,6 +119,23 @@ FIXTURES = [
         "local_rope": {"rope_type": "default", "rope_theta": 10000.0},
     },
 ]
+
+
+# --wide: hidden and head sizes the CUDA engine's fast attention kernels are built for.
+WIDE = {
+    "qwen3_norms": dict(hidden_size=128, head_dim=128, intermediate_size=256),
+    "mistral_window": dict(hidden_size=256, head_dim=64, intermediate_size=256),
+    "phi3_partial": dict(hidden_size=256, intermediate_size=192),  # head_dim 256 / 4
+    "gemma_geglu": dict(hidden_size=128, head_dim=64, intermediate_size=256),
+    "gemma3_local": dict(hidden_size=128, head_dim=128, intermediate_size=256),
+}
+
+
+def widen(spec):
+    wide = dict(spec, name=spec["name"] + "_wide", config=dict(spec["config"]))
+    wide["config"].update(WIDE[spec["name"]])
+    wide["about"] = spec["about"] + "; wide: " + json.dumps(WIDE[spec["name"]])
+    return wide
 
 
 def classes(spec):
@@ -274,6 +296,8 @@ def main():
     parser.add_argument("--out", required=True, help="output directory (tests/fixtures)")
     parser.add_argument("--only", nargs="*", help="fixture names to build (default all)")
     parser.add_argument("--no-bf16", action="store_true", help="skip reference_bf16.json")
+    parser.add_argument("--wide", action="store_true",
+                        help="the <name>_wide variants (head dims 64 and 128)")
     parser.add_argument("--bf16-device", default=None,
                         help="torch device for reference_bf16.json (default cuda if available)")
     args = parser.parse_args()
@@ -286,6 +310,8 @@ def main():
     specs = [s for s in FIXTURES if not args.only or s["name"] in args.only]
     if args.only and len(specs) != len(args.only):
         raise SystemExit(f"unknown fixture in {args.only} (have {[s['name'] for s in FIXTURES]})")
+    if args.wide:
+        specs = [widen(s) for s in specs]
     rows = []
     for spec in specs:
         stats = make_fixture(spec, args.out)
@@ -297,7 +323,7 @@ def main():
         else:
             make_bf16_reference(out_dir, bf16_device)
         size = base.dir_size(out_dir)
-        if size > FIXTURE_LIMIT:
+        if size > FIXTURE_LIMIT and not args.wide:
             raise SystemExit(f"{spec['name']}: {size} bytes, over {FIXTURE_LIMIT}")
         rows.append(f"| `{spec['name']}` | {spec['about']} | {', '.join(stats['files'])} | "
                     f"{stats['params']} | {stats['min_gap']:.4f} | {stats['cache_diff']:.1e} |")
